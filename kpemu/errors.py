@@ -1,0 +1,53 @@
+"""Error types that map to kpemu's exit codes (0 ok, 1 expectation failed, 2 bad input, 3 environment)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in an input file: which file, which field, what was expected."""
+
+    file: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.path}" if self.path else self.file
+        return f"{where}: {self.message}"
+
+
+class KpemuError(Exception):
+    """Base class; `exit_code` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class InputError(KpemuError):
+    """Bad input: a YAML file, a CLI argument or a topology that cannot work. Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[Problem] | str):
+        if isinstance(problems, str):
+            problems = [Problem("", "", problems)]
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class EnvironmentProblem(KpemuError):
+    """The machine cannot run what was asked (missing kernel feature, tool, guest kernel). Exit code 3."""
+
+    exit_code = 3
+
+    def __init__(self, reason: str, fix: str = ""):
+        self.reason = reason
+        self.fix = fix
+        super().__init__(reason + (f"\n  fix: {fix}" if fix else ""))
+
+
+class ApplyError(KpemuError):
+    """The kernel refused part of a plan (deploy rolls back). Exit code 3."""
+
+    exit_code = 3

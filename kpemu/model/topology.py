@@ -1,0 +1,290 @@
+"""The topology schema: nodes, pods, services, externals, CNI, kube-proxy settings, underlay.
+
+Keys are camelCase, as in `kubectl get -o yaml`. Shape errors are caught here by pydantic;
+cross-field checks (addresses in CIDRs, selectors, duplicates) live in `validate.py`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Protocol = Literal["TCP", "UDP", "SCTP"]
+# Kubernetes object names: DNS-1123 labels (subdomains for pods; labels are strict enough here).
+K8sName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")]
+LabName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")]
+IPv4 = Annotated[str, Field(description="an IPv4 address such as 10.246.198.17")]
+CIDR = Annotated[str, Field(description="an IPv4 network such as 10.244.0.0/16")]
+
+NEWEST_KUBE_PROXY = "1.33"
+
+
+def _check_ip(value: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(value))
+    except ValueError:
+        raise ValueError(f"expected an IPv4 address such as 10.0.0.1, got {value!r}") from None
+
+
+def _check_cidr(value: str) -> str:
+    try:
+        return str(ipaddress.IPv4Network(value, strict=True))
+    except ValueError as e:
+        raise ValueError(f"expected an IPv4 network such as 10.244.0.0/16, got {value!r} ({e})") from None
+
+
+class Strict(BaseModel):
+    """Base: unknown keys are errors (a typo must not be silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class KubeProxy(Strict):
+    """kube-proxy settings that change what it programs."""
+
+    mode: Literal["iptables", "ipvs"] = "iptables"
+    version: str = NEWEST_KUBE_PROXY
+    clusterCIDR: CIDR | None = None
+    masqueradeAll: bool = False
+    masqueradeBit: int = Field(14, ge=0, le=31)
+    nodePortAddresses: list[CIDR] = Field(default_factory=list)
+    localhostNodePorts: bool = True
+    randomFully: bool | None = None  # None: what the node's iptables supports
+    scheduler: Literal["rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"] = "rr"
+    nodePortRange: str = "30000-32767"
+    backend: Literal["nft", "legacy"] = "nft"  # which iptables binary programs the node
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        v = str(v)
+        parts = v.lstrip("v").split(".")
+        if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]) or parts[0] != "1":
+            raise ValueError(f"expected a kube-proxy release such as \"1.18\" or \"1.33\", got {v!r}")
+        return f"1.{int(parts[1])}"
+
+    @field_validator("clusterCIDR")
+    @classmethod
+    def _cidr(cls, v: str | None) -> str | None:
+        return None if v is None else _check_cidr(v)
+
+    @field_validator("nodePortAddresses")
+    @classmethod
+    def _npa(cls, v: list[str]) -> list[str]:
+        return [_check_cidr(c) for c in v]
+
+    @field_validator("nodePortRange")
+    @classmethod
+    def _range(cls, v: str) -> str:
+        lo, sep, hi = str(v).partition("-")
+        if not sep or not lo.isdigit() or not hi.isdigit() or not 0 < int(lo) <= int(hi) <= 65535:
+            raise ValueError(f"expected a port range such as 30000-32767, got {v!r}")
+        return v
+
+    @property
+    def node_port_bounds(self) -> tuple[int, int]:
+        lo, _, hi = self.nodePortRange.partition("-")
+        return int(lo), int(hi)
+
+    @property
+    def minor(self) -> int:
+        return int(self.version.split(".")[1])
+
+
+class Node(Strict):
+    """A Kubernetes node: one network namespace on the underlay."""
+
+    name: K8sName
+    ip: IPv4
+    podCIDR: CIDR
+    tunnelIP: IPv4 | None = None  # calico: tunl0 address (default: first address of podCIDR)
+
+    _ip = field_validator("ip", "tunnelIP")(lambda v: None if v is None else _check_ip(v))
+    _cidr = field_validator("podCIDR")(_check_cidr)
+
+
+class PodPort(Strict):
+    port: int = Field(ge=1, le=65535)
+    protocol: Protocol = "TCP"
+    name: str | None = None
+
+
+class Pod(Strict):
+    """A pod: its own namespace on a node, with a small server on each port."""
+
+    name: K8sName
+    namespace: K8sName = "default"
+    node: str
+    ip: IPv4
+    labels: dict[str, str] = Field(default_factory=dict)
+    ports: list[PodPort] = Field(default_factory=list)
+    ready: bool = True
+    terminating: bool = False
+
+    _ip = field_validator("ip")(_check_ip)
+
+    @field_validator("ports", mode="before")
+    @classmethod
+    def _ports(cls, v: object) -> object:
+        if isinstance(v, list):
+            return [{"port": p} if isinstance(p, int) else p for p in v]
+        return v
+
+
+class ServicePort(Strict):
+    name: str = ""
+    port: int = Field(ge=1, le=65535)
+    targetPort: int | None = Field(None, ge=1, le=65535)
+    nodePort: int | None = Field(None, ge=1, le=65535)
+    protocol: Protocol = "TCP"
+
+    @property
+    def target(self) -> int:
+        return self.targetPort or self.port
+
+
+class Endpoint(Strict):
+    """An explicit endpoint (instead of a selector): address, port and optional node."""
+
+    ip: IPv4
+    port: int | None = Field(None, ge=1, le=65535)
+    node: str | None = None
+    ready: bool = True
+    serving: bool | None = None
+    terminating: bool = False
+
+    _ip = field_validator("ip")(_check_ip)
+
+
+class Service(Strict):
+    """A Kubernetes Service, as `kubectl get svc -o yaml` would show its spec (flattened)."""
+
+    name: K8sName
+    namespace: K8sName = "default"
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    clusterIP: IPv4
+    selector: dict[str, str] | None = None
+    endpoints: list[Endpoint] | None = None
+    ports: list[ServicePort] = Field(min_length=1)
+    externalIPs: list[IPv4] = Field(default_factory=list)
+    loadBalancerIPs: list[IPv4] = Field(default_factory=list)  # status.loadBalancer.ingress[].ip
+    loadBalancerSourceRanges: list[CIDR] = Field(default_factory=list)
+    externalTrafficPolicy: Literal["Cluster", "Local"] = "Cluster"
+    internalTrafficPolicy: Literal["Cluster", "Local"] = "Cluster"
+    sessionAffinity: Literal["None", "ClientIP"] = "None"
+    sessionAffinityTimeout: int = Field(10800, ge=1, le=86400)
+    healthCheckNodePort: int | None = Field(None, ge=1, le=65535)
+
+    _ip = field_validator("clusterIP")(_check_ip)
+
+    @field_validator("externalIPs", "loadBalancerIPs")
+    @classmethod
+    def _ips(cls, v: list[str]) -> list[str]:
+        return [_check_ip(i) for i in v]
+
+    @field_validator("loadBalancerSourceRanges")
+    @classmethod
+    def _ranges(cls, v: list[str]) -> list[str]:
+        return [_check_cidr(c) for c in v]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def external(self) -> bool:
+        """Whether the service has external destinations (NodePort, externalIPs or LB IPs)."""
+        return self.type in ("NodePort", "LoadBalancer") or bool(self.externalIPs)
+
+
+class External(Strict):
+    """A host outside the cluster (a client, a load balancer), attached to the underlay router."""
+
+    name: K8sName
+    ip: IPv4
+    subnet: CIDR | None = None  # default: the /24 around ip
+    role: Literal["client", "loadbalancer"] = "client"
+    # role loadbalancer: VIP:port forwarded to the NodePort of every node (seed 002).
+    vip: IPv4 | None = None
+    backends: list[str] = Field(default_factory=list)  # "service" key whose NodePorts it balances
+
+    _ip = field_validator("ip", "vip")(lambda v: None if v is None else _check_ip(v))
+
+    @field_validator("subnet")
+    @classmethod
+    def _subnet(cls, v: str | None) -> str | None:
+        return None if v is None else _check_cidr(v)
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        if self.subnet:
+            return ipaddress.IPv4Network(self.subnet)
+        return ipaddress.IPv4Network(f"{self.ip}/24", strict=False)
+
+
+class Route(Strict):
+    """An extra route in the underlay router, e.g. a MetalLB-style LB IP routed to a node."""
+
+    dst: CIDR
+    via: str  # a node name or an address
+
+    _dst = field_validator("dst", mode="before")(
+        lambda v: _check_cidr(v if "/" in str(v) else f"{v}/32")
+    )
+
+
+class Topology(Strict):
+    """A whole lab."""
+
+    name: LabName
+    cni: Literal["flannel-vxlan", "calico-ipip"] = "flannel-vxlan"
+    kubeProxy: KubeProxy = Field(default_factory=KubeProxy)
+    underlay: CIDR = "10.246.0.0/16"
+    underlayGateway: IPv4 | None = None
+    serviceCIDR: CIDR | None = None
+    clusterCIDR: CIDR | None = None  # the pod network (flannel Network); default: the supernet of podCIDRs
+    mtu: int = Field(1500, ge=1280, le=9000)
+    nodes: list[Node] = Field(min_length=1)
+    pods: list[Pod] = Field(default_factory=list)
+    services: list[Service] = Field(default_factory=list)
+    externals: list[External] = Field(default_factory=list)
+    routes: list[Route] = Field(default_factory=list)
+
+    _cidrs = field_validator("underlay", "serviceCIDR", "clusterCIDR")(
+        lambda v: None if v is None else _check_cidr(v)
+    )
+    _gw = field_validator("underlayGateway")(lambda v: None if v is None else _check_ip(v))
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+    def pods_on(self, node: str) -> list[Pod]:
+        return [p for p in self.pods if p.node == node]
+
+    @property
+    def pod_network(self) -> ipaddress.IPv4Network:
+        """The cluster's pod network: clusterCIDR, else the smallest supernet of every podCIDR."""
+        if self.clusterCIDR:
+            return ipaddress.IPv4Network(self.clusterCIDR)
+        nets = [ipaddress.IPv4Network(n.podCIDR) for n in self.nodes]
+        net = nets[0]
+        while not all(n.subnet_of(net) for n in nets):
+            net = net.supernet()
+        return net
+
+    @property
+    def gateway(self) -> str:
+        """The underlay router's address on the node network."""
+        if self.underlayGateway:
+            return self.underlayGateway
+        used = {n.ip for n in self.nodes}
+        for host in ipaddress.IPv4Network(self.underlay).hosts():
+            if str(host) not in used:
+                return str(host)
+        raise ValueError("underlay has no free address for the router")
+
+    def service(self, key: str) -> Service:
+        ns, _, name = key.rpartition("/")
+        return next(s for s in self.services if s.name == name and s.namespace == (ns or "default"))

@@ -1,0 +1,243 @@
+"""Cross-field checks on a topology: the things a schema cannot see."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterable
+
+from kpemu.errors import Problem
+from kpemu.model.topology import Pod, Service, Topology
+
+OLDEST_KUBE_PROXY, NEWEST_KUBE_PROXY = 10, 33
+Net = ipaddress.IPv4Network
+Report = Callable[[str, str], None]
+
+
+def _ip(s: str) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(s)
+
+
+def selected_pods(topo: Topology, svc: Service) -> list[Pod]:
+    """Pods in the service's namespace whose labels include every selector label."""
+    if not svc.selector:
+        return []
+    return [
+        p
+        for p in topo.pods
+        if p.namespace == svc.namespace and all(p.labels.get(k) == v for k, v in svc.selector.items())
+    ]
+
+
+def check_topology(topo: Topology, file: str) -> list[Problem]:
+    """Every semantic problem in `topo`, each naming its field path and what was expected."""
+    problems: list[Problem] = []
+
+    def bad(path: str, msg: str) -> None:
+        problems.append(Problem(file, path, msg))
+
+    underlay = Net(topo.underlay)
+    node_names = {n.name for n in topo.nodes}
+
+    # Names become namespaces (kp-<lab>-<name>), so they must be unique across kinds.
+    seen_names: dict[str, str] = {"underlay": "the underlay router"}
+    members: Iterable[tuple[str, str]] = (
+        [(f"nodes[{i}].name", n.name) for i, n in enumerate(topo.nodes)]
+        + [(f"pods[{i}].name", p.name) for i, p in enumerate(topo.pods)]
+        + [(f"externals[{i}].name", e.name) for i, e in enumerate(topo.externals)]
+    )
+    for path, name in members:
+        if name in seen_names:
+            bad(path, f"name {name!r} is already used by {seen_names[name]}; every node, pod and external "
+                      "needs its own name (it becomes a network namespace)")
+        else:
+            seen_names[name] = path
+
+    seen_ips: dict[str, str] = {}
+
+    def claim_ip(path: str, ip: str) -> None:
+        if ip in seen_ips:
+            bad(path, f"address {ip} is already used by {seen_ips[ip]}; expected a unique address")
+        else:
+            seen_ips[ip] = path
+
+    if topo.underlayGateway:
+        claim_ip("underlayGateway", topo.underlayGateway)
+    pod_cidrs: list[tuple[str, Net]] = []
+    for i, n in enumerate(topo.nodes):
+        claim_ip(f"nodes[{i}].ip", n.ip)
+        if _ip(n.ip) not in underlay or _ip(n.ip) in (underlay.network_address, underlay.broadcast_address):
+            bad(f"nodes[{i}].ip", f"{n.ip} is not a host address of the underlay {topo.underlay}")
+        cidr = Net(n.podCIDR)
+        if cidr.prefixlen > 29:
+            bad(f"nodes[{i}].podCIDR", f"{n.podCIDR} is too small; expected a /29 or larger (a /24 is usual)")
+        for other_path, other in pod_cidrs:
+            if cidr.overlaps(other):
+                bad(f"nodes[{i}].podCIDR", f"{cidr} overlaps {other} ({other_path}); expected disjoint podCIDRs")
+        pod_cidrs.append((f"nodes[{i}].podCIDR", cidr))
+        if cidr.overlaps(underlay):
+            bad(f"nodes[{i}].podCIDR", f"{cidr} overlaps the underlay {underlay}")
+        if topo.serviceCIDR and cidr.overlaps(Net(topo.serviceCIDR)):
+            bad(f"nodes[{i}].podCIDR", f"{cidr} overlaps the serviceCIDR {topo.serviceCIDR}")
+        if topo.clusterCIDR and not cidr.subnet_of(Net(topo.clusterCIDR)):
+            bad(f"nodes[{i}].podCIDR", f"{cidr} is not inside clusterCIDR {topo.clusterCIDR}")
+        if n.tunnelIP:
+            if topo.cni != "calico-ipip":
+                bad(f"nodes[{i}].tunnelIP", "tunnelIP is only used with cni: calico-ipip; remove it")
+            elif _ip(n.tunnelIP) not in cidr:
+                bad(f"nodes[{i}].tunnelIP", f"{n.tunnelIP} is outside the node's podCIDR {cidr}")
+            claim_ip(f"nodes[{i}].tunnelIP", n.tunnelIP)
+
+    if topo.serviceCIDR and Net(topo.serviceCIDR).overlaps(underlay):
+        bad("serviceCIDR", f"{topo.serviceCIDR} overlaps the underlay {underlay}")
+
+    for i, p in enumerate(topo.pods):
+        claim_ip(f"pods[{i}].ip", p.ip)
+        if p.node not in node_names:
+            bad(f"pods[{i}].node", f"unknown node {p.node!r}; expected one of {sorted(node_names)}")
+            continue
+        node = topo.node(p.node)
+        cidr = Net(node.podCIDR)
+        if _ip(p.ip) not in cidr:
+            bad(f"pods[{i}].ip", f"{p.ip} is outside podCIDR {cidr} of node {node.name}")
+        elif _ip(p.ip) in (cidr.network_address, cidr.broadcast_address, cidr.network_address + 1):
+            used = "the network address" if _ip(p.ip) == cidr.network_address else (
+                "the broadcast address" if _ip(p.ip) == cidr.broadcast_address
+                else "the node's gateway (cni0 / tunl0) address")
+            bad(f"pods[{i}].ip", f"{p.ip} is {used} of {cidr}; expected a pod address from .2 upward")
+        ports = [(pp.port, pp.protocol) for pp in p.ports]
+        if len(set(ports)) != len(ports):
+            bad(f"pods[{i}].ports", "a port/protocol is listed twice")
+
+    for i, e in enumerate(topo.externals):
+        claim_ip(f"externals[{i}].ip", e.ip)
+        net = e.network
+        if net.overlaps(underlay):
+            bad(f"externals[{i}].ip", f"{e.ip} is inside or next to the underlay {underlay}; externals live "
+                                      "in their own subnet behind the underlay router (e.g. 10.242.72.50)")
+        for path, cidr in pod_cidrs:
+            if net.overlaps(cidr):
+                bad(f"externals[{i}].subnet", f"the external subnet {net} overlaps {path} {cidr}")
+        if e.role == "loadbalancer":
+            if not e.vip:
+                bad(f"externals[{i}].vip", "a loadbalancer needs vip: the address clients connect to")
+            else:
+                claim_ip(f"externals[{i}].vip", e.vip)
+                if _ip(e.vip) not in net:
+                    bad(f"externals[{i}].vip", f"{e.vip} must be inside the external subnet {net}")
+            if not e.backends:
+                bad(f"externals[{i}].backends", "a loadbalancer needs backends: [namespace/service]")
+            for j, key in enumerate(e.backends):
+                svc = _find_service(topo, key)
+                if svc is None:
+                    bad(f"externals[{i}].backends[{j}]", f"unknown service {key!r}; expected namespace/name")
+                elif not any(p.nodePort for p in svc.ports):
+                    bad(f"externals[{i}].backends[{j}]", f"service {key} has no nodePort to balance to")
+        elif e.vip or e.backends:
+            bad(f"externals[{i}].role", "vip and backends need role: loadbalancer")
+
+    for i, r in enumerate(topo.routes):
+        if r.via not in node_names:
+            try:
+                if _ip(r.via) not in underlay:
+                    bad(f"routes[{i}].via", f"{r.via} is not on the underlay {underlay}")
+            except ValueError:
+                bad(f"routes[{i}].via", f"expected a node name or an underlay address, got {r.via!r}")
+
+    _check_kube_proxy(topo, bad)
+    used_node_ports: dict[tuple[int, str], str] = {}
+    for i, s in enumerate(topo.services):
+        _check_service(topo, i, s, bad, claim_ip, used_node_ports, node_names)
+    keys = [s.key for s in topo.services]
+    for i, k in enumerate(keys):
+        if keys.index(k) != i:
+            bad(f"services[{i}].name", f"service {k} is defined twice")
+    return problems
+
+
+def _find_service(topo: Topology, key: str) -> Service | None:
+    ns, _, name = key.rpartition("/")
+    return next((s for s in topo.services if s.name == name and s.namespace == (ns or "default")), None)
+
+
+def _check_kube_proxy(topo: Topology, bad: Report) -> None:
+    kp = topo.kubeProxy
+    if not OLDEST_KUBE_PROXY <= kp.minor <= NEWEST_KUBE_PROXY:
+        bad("kubeProxy.version", f"kube-proxy {kp.version} is not modelled; expected 1.{OLDEST_KUBE_PROXY} to "
+                                 f"1.{NEWEST_KUBE_PROXY}")
+    if kp.mode == "ipvs" and kp.minor < 11:
+        bad("kubeProxy.mode", "IPVS mode is modelled from kube-proxy 1.11 (GA); raise kubeProxy.version")
+    if kp.scheduler != "rr" and kp.mode != "ipvs":
+        bad("kubeProxy.scheduler", "scheduler only applies to mode: ipvs")
+
+
+def _check_service(
+    topo: Topology,
+    i: int,
+    s: Service,
+    bad: Report,
+    claim_ip: Report,
+    used_node_ports: dict[tuple[int, str], str],
+    node_names: set[str],
+) -> None:
+    base = f"services[{i}]"
+    claim_ip(f"{base}.clusterIP", s.clusterIP)
+    if topo.serviceCIDR and _ip(s.clusterIP) not in Net(topo.serviceCIDR):
+        bad(f"{base}.clusterIP", f"{s.clusterIP} is outside serviceCIDR {topo.serviceCIDR}")
+    for path, cidr in [(f"nodes[{j}].podCIDR", Net(n.podCIDR)) for j, n in enumerate(topo.nodes)]:
+        if _ip(s.clusterIP) in cidr:
+            bad(f"{base}.clusterIP", f"{s.clusterIP} is inside {path} {cidr}; expected a service address")
+    if _ip(s.clusterIP) in Net(topo.underlay):
+        bad(f"{base}.clusterIP", f"{s.clusterIP} is inside the underlay {topo.underlay}")
+    if s.selector is not None and s.endpoints is not None:
+        bad(f"{base}.endpoints", "give either selector or endpoints, not both")
+    if s.selector is None and s.endpoints is None:
+        bad(f"{base}.selector", "expected a selector (e.g. {app: nginx}) or an explicit endpoints list")
+    if s.selector is not None and not selected_pods(topo, s):
+        bad(f"{base}.selector", f"selector {s.selector} matches no pod in namespace {s.namespace}; "
+                                "for a service without endpoints write endpoints: []")
+    for j, ep in enumerate(s.endpoints or []):
+        if ep.node is not None and ep.node not in node_names:
+            bad(f"{base}.endpoints[{j}].node", f"unknown node {ep.node!r}; expected one of {sorted(node_names)}")
+    lo, hi = topo.kubeProxy.node_port_bounds
+    seen: set[tuple[int, str]] = set()
+    names = [p.name for p in s.ports]
+    for j, p in enumerate(s.ports):
+        path = f"{base}.ports[{j}]"
+        if (p.port, p.protocol) in seen:
+            bad(f"{path}.port", f"{p.protocol} port {p.port} is listed twice")
+        seen.add((p.port, p.protocol))
+        if len(s.ports) > 1 and not p.name:
+            bad(f"{path}.name", "a service with several ports needs a name on each port (Kubernetes rule)")
+        if p.name and names.count(p.name) > 1:
+            bad(f"{path}.name", f"port name {p.name!r} is used twice")
+        if p.nodePort is not None:
+            if s.type == "ClusterIP":
+                bad(f"{path}.nodePort", "nodePort needs type: NodePort or LoadBalancer")
+            elif not lo <= p.nodePort <= hi:
+                bad(f"{path}.nodePort", f"{p.nodePort} is outside the node port range {lo}-{hi} "
+                                        "(kubeProxy.nodePortRange)")
+            key = (p.nodePort, p.protocol)
+            if key in used_node_ports:
+                bad(f"{path}.nodePort", f"{p.protocol} nodePort {p.nodePort} is already used by "
+                                        f"{used_node_ports[key]}")
+            used_node_ports[key] = path
+        elif s.type != "ClusterIP":
+            bad(f"{path}.nodePort", f"type {s.type} needs a nodePort in {lo}-{hi} on every port")
+        if s.selector is not None:
+            for pod in selected_pods(topo, s):
+                if pod.ports and not any(pp.port == p.target and pp.protocol == p.protocol for pp in pod.ports):
+                    bad(f"{path}.targetPort", f"pod {pod.namespace}/{pod.name} does not serve {p.protocol} "
+                                              f"{p.target}; add it to the pod's ports or fix targetPort")
+                    break
+    if s.type == "ClusterIP" and s.externalTrafficPolicy == "Local":
+        bad(f"{base}.externalTrafficPolicy", "Local only applies to NodePort and LoadBalancer services")
+    if s.loadBalancerIPs and s.type != "LoadBalancer":
+        bad(f"{base}.loadBalancerIPs", "loadBalancerIPs need type: LoadBalancer")
+    if s.loadBalancerSourceRanges and s.type != "LoadBalancer":
+        bad(f"{base}.loadBalancerSourceRanges", "loadBalancerSourceRanges need type: LoadBalancer")
+    if s.healthCheckNodePort is not None and not (s.type == "LoadBalancer" and s.externalTrafficPolicy == "Local"):
+        bad(f"{base}.healthCheckNodePort", "healthCheckNodePort needs type: LoadBalancer with "
+                                           "externalTrafficPolicy: Local")
+    for j, ip in enumerate(s.externalIPs):
+        if ip == s.clusterIP:
+            bad(f"{base}.externalIPs[{j}]", "an external IP cannot be the clusterIP")

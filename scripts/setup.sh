@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything kpemu needs from nothing on Debian/Ubuntu, as root. Idempotent: a second
+# run checks and returns in about a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBS=(iproute2 iptables ipset ipvsadm tcpdump conntrack ethtool nftables kmod procps
+      python3-venv qemu-system-x86 busybox-static)
+missing=()
+for p in "${DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, virtme_ng, pytest' 2>/dev/null \
+   || [ pyproject.toml -nt .venv/.kpemu-setup-done ]; then
+  echo "setup: installing kpemu (editable) and its Python dependencies into .venv"
+  .venv/bin/pip install -q --upgrade pip >/dev/null
+  .venv/bin/pip install -q -e '.[vm,dev]'
+fi
+
+# The guest kernel (only downloaded when this kernel lacks what some scenario needs).
+.venv/bin/kpemu vm setup --if-needed
