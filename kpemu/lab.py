@@ -1,0 +1,174 @@
+"""Lab lifecycle: deploy, destroy, inspect, exec; a state file records what each lab created.
+
+State files live in /run/kpemu/labs/<lab>.json (tmpfs, like /run/netns, so both vanish together at
+reboot). The state file is written before the first namespace is created, so a deploy killed at
+any point can be cleaned up by `destroy NAME` or `destroy --all`, which also sweeps every
+namespace whose name starts with the kpemu prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kpemu.errors import EnvironmentProblem, InputError, KpemuError
+from kpemu.kernel import netns as nsmod
+from kpemu.kernel.fabric import apply_fabric
+from kpemu.kernel.inspect import describe_netns
+from kpemu.kernel.rules import apply_rules
+from kpemu.model.names import netns_name
+from kpemu.model.topology import Topology
+from kpemu.plan.fabric import plan_fabric
+from kpemu.plan.types import Plan
+
+PREFIX = "kp-"
+STATE_DIR = Path(os.environ.get("KPEMU_STATE_DIR", "/run/kpemu/labs"))
+
+
+@dataclass
+class LabState:
+    """What a deployed lab consists of, as recorded in its state file."""
+
+    lab: str
+    source: str
+    namespaces: list[str]
+    members: dict[str, str]  # member -> netns
+    kinds: dict[str, str] = field(default_factory=dict)  # member -> node|pod|external|underlay
+    created_at: float = 0.0
+    deploy_seconds: float = 0.0
+    complete: bool = False
+
+    def save(self) -> None:
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = STATE_DIR / f".{self.lab}.json.tmp"
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(state_path(self.lab))
+
+
+def state_path(lab: str) -> Path:
+    return STATE_DIR / f"{lab}.json"
+
+
+def load_state(lab: str) -> LabState | None:
+    """The recorded state of `lab`, or None when there is no state file."""
+    try:
+        return LabState(**json.loads(state_path(lab).read_text()))
+    except FileNotFoundError:
+        return None
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise EnvironmentProblem("building a lab needs root (network namespaces)", "run as root, e.g. sudo kpemu ...")
+
+
+def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabState:
+    """Build the lab: namespaces, CNI wiring, CNI and kube-proxy rules. Rolls back on failure."""
+    require_root()
+    plan = plan or plan_fabric(topo)
+    clashes = [ns.name for ns in plan.namespaces if ns.name in set(nsmod.list_netns(PREFIX))]
+    if clashes or load_state(topo.name):
+        raise EnvironmentProblem(
+            f"lab {topo.name!r} already exists ({', '.join(clashes) or 'state file present'})",
+            f"kpemu destroy {topo.name}",
+        )
+    state = LabState(
+        lab=topo.name,
+        source=source,
+        namespaces=[ns.name for ns in plan.namespaces],
+        members={ns.member: ns.name for ns in plan.namespaces},
+        kinds={ns.member: ns.kind for ns in plan.namespaces},
+        created_at=time.time(),
+    )
+    state.save()
+    started = time.perf_counter()
+    created: list[str] = []
+    try:
+        apply_fabric(plan, created)
+        apply_rules(topo, plan)
+    except BaseException:
+        for ns in reversed(created):
+            nsmod.delete_netns(ns)
+        state_path(topo.name).unlink(missing_ok=True)
+        raise
+    state.deploy_seconds = time.perf_counter() - started
+    state.complete = True
+    state.save()
+    return state
+
+
+def destroy(lab: str) -> list[str]:
+    """Remove exactly what the lab's state file records (idempotent). Returns removed namespaces."""
+    require_root()
+    state = load_state(lab)
+    names = state.namespaces if state else nsmod.list_netns(netns_name(lab, ""))
+    removed = [ns for ns in names if nsmod.delete_netns(ns)]
+    state_path(lab).unlink(missing_ok=True)
+    return removed
+
+
+def destroy_all() -> list[str]:
+    """Remove every recorded lab and every leftover kpemu namespace found by prefix."""
+    require_root()
+    removed: list[str] = []
+    for f in sorted(STATE_DIR.glob("*.json")) if STATE_DIR.exists() else []:
+        removed += destroy(f.stem)
+    for ns in nsmod.list_netns(PREFIX):
+        if nsmod.delete_netns(ns):
+            removed.append(ns)
+    return removed
+
+
+def labs() -> list[str]:
+    """Names of recorded labs."""
+    return sorted(f.stem for f in STATE_DIR.glob("*.json")) if STATE_DIR.exists() else []
+
+
+def inspect(lab: str | None = None) -> dict[str, Any]:
+    """Namespaces, interfaces with addresses, and routes of one lab or of all of them."""
+    names = [lab] if lab else labs()
+    out: dict[str, Any] = {"labs": []}
+    for name in names:
+        state = load_state(name)
+        if state is None:
+            raise InputError(f"kpemu inspect: no lab named {name!r} (labs: {', '.join(labs()) or 'none'})")
+        out["labs"].append({
+            "lab": name,
+            "source": state.source,
+            "complete": state.complete,
+            "members": [
+                {"member": m, "kind": state.kinds.get(m, ""), **describe_netns(ns)}
+                for m, ns in state.members.items()
+                if ns in set(nsmod.list_netns(PREFIX))
+            ],
+        })
+    out["orphans"] = sorted(
+        set(nsmod.list_netns(PREFIX)) - {ns for n in labs() if (s := load_state(n)) for ns in s.namespaces}
+    )
+    return out
+
+
+def member_netns(lab: str, member: str) -> str:
+    """The namespace of a lab member, with a clear error when either is unknown."""
+    state = load_state(lab)
+    if state is None:
+        raise InputError(f"no lab named {lab!r} (labs: {', '.join(labs()) or 'none'}); deploy it first")
+    if member not in state.members:
+        raise InputError(f"lab {lab} has no member {member!r}; expected one of {sorted(state.members)}")
+    return state.members[member]
+
+
+def exec_in(lab: str, member: str, cmd: list[str]) -> int:
+    """Run `cmd` in a member's namespace with the terminal attached; return its exit code."""
+    ns = member_netns(lab, member)
+    try:
+        return nsmod.run_in(ns, cmd, capture_output=False).returncode
+    except FileNotFoundError:
+        raise InputError(f"kpemu exec: command not found: {cmd[0]}") from None
+    except subprocess.SubprocessError as e:
+        raise KpemuError(str(e)) from None

@@ -1,0 +1,141 @@
+"""plan_fabric: a topology becomes namespaces, links, addresses, routes and sysctls (pure).
+
+Layout: one namespace per node, pod and external, plus `kp-<lab>-underlay`, a router that holds
+the node network's bridge (`br0`, gateway address) and one bridge per external subnet, and routes
+between them. Nodes reach externals through it, so nothing ever leaves the lab's namespaces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from collections import defaultdict
+
+from kpemu.model.names import netns_name, short_ifname
+from kpemu.model.topology import External, Topology
+from kpemu.plan.cni import calico, flannel
+from kpemu.plan.parts import Parts
+from kpemu.plan.types import Interface, Namespace, Plan, Route, Rules, Sysctl
+
+UNDERLAY = "underlay"
+
+
+def stable_mac(seed: str) -> str:
+    """A locally administered unicast MAC derived from `seed` (stable across runs)."""
+    b = hashlib.sha1(seed.encode()).digest()[:5]
+    return "02:" + ":".join(f"{x:02x}" for x in b)
+
+
+def external_gateways(topo: Topology) -> dict[ipaddress.IPv4Network, str]:
+    """The underlay router's address in each external subnet: the first host no external uses."""
+    used = {e.ip for e in topo.externals} | {e.vip for e in topo.externals if e.vip}
+    out: dict[ipaddress.IPv4Network, str] = {}
+    for e in topo.externals:
+        net = e.network
+        if net not in out:
+            out[net] = next(str(h) for h in net.hosts() if str(h) not in used)
+    return out
+
+
+def _namespace_sysctls(ns: str, forward: bool) -> list[Sysctl]:
+    """Settings every lab namespace gets before its links exist (IPv6 off keeps captures quiet)."""
+    return [
+        Sysctl(ns, "net/ipv6/conf/all/disable_ipv6", "1", optional=True),
+        Sysctl(ns, "net/ipv6/conf/default/disable_ipv6", "1", optional=True),
+        Sysctl(ns, "net/ipv4/ip_forward", "1" if forward else "0"),
+        Sysctl(ns, "net/ipv4/conf/all/rp_filter", "0"),
+        Sysctl(ns, "net/ipv4/conf/default/rp_filter", "0"),
+    ]
+
+
+def plan_fabric(topo: Topology) -> Plan:
+    """The whole desired kernel state of the lab (without kube-proxy's rules)."""
+    p = Parts()
+    lab = topo.name
+    under = netns_name(lab, UNDERLAY)
+    underlay = ipaddress.IPv4Network(topo.underlay)
+    p.namespaces.append(Namespace(under, UNDERLAY, "underlay"))
+    p.sysctls += _namespace_sysctls(under, forward=True)
+    p.sysctls.append(Sysctl(under, "net/bridge/bridge-nf-call-iptables", "0", optional=True))
+    p.bridge(under, "br0", topo.mtu)
+    p.address(under, "br0", f"{topo.gateway}/{underlay.prefixlen}")
+    p.interfaces.append(Interface(under, "br0", UNDERLAY, "underlay-bridge"))
+
+    for node in topo.nodes:
+        ns = netns_name(lab, node.name)
+        p.namespaces.append(Namespace(ns, node.name, "node"))
+        p.sysctls += _namespace_sysctls(ns, forward=True)
+        port = short_ifname("n-", node.name)
+        p.veth(ns, "eth0", under, port, topo.mtu)
+        p.port(under, port, "br0")
+        p.address(ns, "eth0", f"{node.ip}/{underlay.prefixlen}")
+        p.routes.append(Route(ns, "default", via=topo.gateway, dev="eth0"))
+        p.interfaces += [
+            Interface(ns, "eth0", node.name, "node-eth0"),
+            Interface(under, port, UNDERLAY, "underlay-port"),
+        ]
+
+    _plan_externals(topo, p, under)
+    for r in topo.routes:
+        via = topo.node(r.via).ip if r.via in {n.name for n in topo.nodes} else r.via
+        p.routes.append(Route(under, r.dst, via=via, dev="br0"))
+
+    cni = flannel if topo.cni == "flannel-vxlan" else calico
+    cni.plan(topo, p)
+    return p.freeze(lab)
+
+
+def _plan_externals(topo: Topology, p: Parts, under: str) -> None:
+    gateways = external_gateways(topo)
+    bridges: dict[ipaddress.IPv4Network, str] = {}
+    members: dict[ipaddress.IPv4Network, list[External]] = defaultdict(list)
+    for e in topo.externals:
+        members[e.network].append(e)
+    for i, (net, exts) in enumerate(members.items()):
+        br = f"ext{i}"
+        bridges[net] = br
+        p.bridge(under, br, topo.mtu)
+        p.address(under, br, f"{gateways[net]}/{net.prefixlen}")
+        p.interfaces.append(Interface(under, br, UNDERLAY, "external-bridge"))
+        for e in exts:
+            ns = netns_name(topo.name, e.name)
+            p.namespaces.append(Namespace(ns, e.name, "external"))
+            p.sysctls += _namespace_sysctls(ns, forward=e.role == "loadbalancer")
+            port = short_ifname("x-", e.name)
+            p.veth(ns, "eth0", under, port, topo.mtu)
+            p.port(under, port, br)
+            p.address(ns, "eth0", f"{e.ip}/{net.prefixlen}")
+            if e.vip:
+                p.address(ns, "eth0", f"{e.vip}/{net.prefixlen}")
+            p.routes.append(Route(ns, "default", via=gateways[net], dev="eth0"))
+            p.interfaces += [
+                Interface(ns, "eth0", e.name, "external-eth0"),
+                Interface(under, port, UNDERLAY, "underlay-port"),
+            ]
+            if e.role == "loadbalancer":
+                p.rules.append(Rules(ns, "nat", loadbalancer_rules(topo, e), "loadbalancer"))
+
+
+def loadbalancer_rules(topo: Topology, lb: External) -> str:
+    """An external L4 load balancer (seed 002): VIP:port -> every node's NodePort, full NAT.
+
+    It DNATs to a node chosen at random and MASQUERADEs, so replies return through it, as a
+    cloud load balancer in proxy mode does.
+    """
+    lines = ["*nat", ":KPEMU-LB - [0:0]", "-A PREROUTING -j KPEMU-LB"]
+    for key in lb.backends:
+        svc = topo.service(key)
+        for port in svc.ports:
+            if port.nodePort is None:
+                continue
+            proto = port.protocol.lower()
+            n = len(topo.nodes)
+            for i, node in enumerate(topo.nodes):
+                stat = f"-m statistic --mode random --probability {1 / (n - i):.10f} " if i < n - 1 else ""
+                lines.append(
+                    f"-A KPEMU-LB -d {lb.vip}/32 -p {proto} -m {proto} --dport {port.port} "
+                    f'-m comment --comment "lb {svc.key}:{port.port} -> {node.name}" '
+                    f"{stat}-j DNAT --to-destination {node.ip}:{port.nodePort}"
+                )
+    lines += ["-A POSTROUTING -m conntrack --ctstate DNAT -j MASQUERADE", "COMMIT", ""]
+    return "\n".join(lines)
