@@ -35,6 +35,7 @@ class Fabric:
 
     def __init__(self) -> None:
         self.ipr: dict[str, IPRoute] = {}
+        self._index: dict[tuple[str, str], int] = {}
 
     def __getitem__(self, ns: str) -> IPRoute:
         if ns not in self.ipr:
@@ -42,10 +43,14 @@ class Fabric:
         return self.ipr[ns]
 
     def index(self, ns: str, ifname: str) -> int:
-        found = self[ns].link_lookup(ifname=ifname)
-        if not found:
-            raise ApplyError(f"{ns}: interface {ifname} does not exist")
-        return int(found[0])
+        """Interface index by name, cached: names are stable while a plan is applied."""
+        key = (ns, ifname)
+        if key not in self._index:
+            found = self[ns].link_lookup(ifname=ifname)
+            if not found:
+                raise ApplyError(f"{ns}: interface {ifname} does not exist")
+            self._index[key] = int(found[0])
+        return self._index[key]
 
     def close(self) -> None:
         for ipr in self.ipr.values():
@@ -150,19 +155,23 @@ def _apply_links(plan: Plan, f: Fabric) -> None:
         for name in ["lo", *plan.devices_in(ns.name)]:
             _netlink(f"{ns.name}: {name} up", lambda ns=ns, name=name: f[ns.name].link(
                 "set", index=f.index(ns.name, name), state="up"))
+    veth_ends: dict[str, list[str]] = {}
     for v in plan.veths:
-        disable_tx_checksum(v.ns, v.name)
-        disable_tx_checksum(v.peer_ns, v.peer_name)
+        veth_ends.setdefault(v.ns, []).append(v.name)
+        veth_ends.setdefault(v.peer_ns, []).append(v.peer_name)
+    for ns, names in veth_ends.items():
+        disable_tx_checksum(ns, names)
 
 
-def disable_tx_checksum(ns: str, ifname: str) -> None:
+def disable_tx_checksum(ns: str, ifnames: list[str]) -> None:
     """Turn off TX checksum offload so captured checksums are the real ones (containerlab does too)."""
     with nsmod.inside(ns), Ethtool() as eth:
-        feats = eth.get_features(ifname)
-        feat = feats.features.get(CHECKSUM_FEATURE)
-        if feat is not None and feat.enable:
-            feat.enable = False
-            eth.set_features(ifname, feats)
+        for ifname in ifnames:
+            feats = eth.get_features(ifname)
+            feat = feats.features.get(CHECKSUM_FEATURE)
+            if feat is not None and feat.enable:
+                feat.enable = False
+                eth.set_features(ifname, feats)
 
 
 def _route_args(f: Fabric, r: Route) -> dict[str, object]:
