@@ -1,24 +1,80 @@
-"""Apply the netfilter side of a lab: kube-proxy's state per node, then the CNI's own rules."""
+"""Apply the netfilter side of a lab: kube-proxy's state on every node, then the CNI's own rules.
+
+kube-proxy's state is applied the way kube-proxy applies it (one iptables-restore --noflush per
+table, one ipset restore, IPVS through netlink) and read back; any difference from `kpemu rules`
+fails the deploy, naming the first differing line. CNI rules (flannel, calico, the external load
+balancer) follow, appended after kube-proxy's jumps as those daemons do on a real node.
+"""
 
 from __future__ import annotations
 
-from kpemu.errors import ApplyError
-from kpemu.kernel import netns as nsmod
+import ipaddress
+import os
+
+from kpemu.kernel import netfilter
+from kpemu.kernel.fabric import write_sysctls
+from kpemu.model.names import netns_name
 from kpemu.model.topology import Topology
-from kpemu.plan.types import Plan
-
-RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
-
-
-def restore(ns: str, text: str, backend: str = "nft") -> None:
-    """Feed restore input to iptables-restore --noflush inside `ns`."""
-    res = nsmod.run_in(ns, [RESTORE[backend], "--noflush", "--wait"], input=text)
-    if res.returncode != 0:
-        raise ApplyError(f"{ns}: iptables-restore failed: {res.stderr.strip()}\n--- input ---\n{text}")
+from kpemu.plan.types import Plan, Sysctl
+from kpemu.proxy.versions import flavour_for
 
 
-def apply_rules(topo: Topology, plan: Plan) -> None:
-    """kube-proxy's iptables/ipset/IPVS state on every node, then CNI and load-balancer rules."""
+def resolve_random_fully(topo: Topology, probe_ns: str) -> Topology:
+    """randomFully: None means "what the node's iptables supports": ask it once, in a lab namespace."""
+    kp = topo.kubeProxy
+    if kp.randomFully is not None:
+        return topo
+    supported = netfilter.supports_random_fully(probe_ns, kp.backend)
+    return topo.model_copy(update={"kubeProxy": kp.model_copy(update={"randomFully": supported})})
+
+
+def kernel_release() -> tuple[int, int]:
+    major, minor, *_ = (int("".join(c for c in p if c.isdigit()) or 0) for p in os.uname().release.split("."))
+    return major, minor
+
+
+def apply_kube_proxy(topo: Topology, node: str) -> None:
+    """Program one node exactly as kube-proxy would, and verify the read-back."""
+    ns = netns_name(topo.name, node)
     backend = topo.kubeProxy.backend
+    if topo.kubeProxy.mode == "ipvs":
+        from kpemu.kernel.ipset import apply_ipsets
+        from kpemu.kernel.ipvs import apply_ipvs
+        from kpemu.proxy.iptables import kube_proxy_chains
+        from kpemu.proxy.ipvs import ipvs_rules
+        from kpemu.proxy.save import ruleset_from_restore, save_text
+
+        state = ipvs_rules(topo, node, kernel=kernel_release())
+        apply_ipsets(ns, state.sets)
+        rs = ruleset_from_restore(state.restore_text())
+        netfilter.apply_and_verify(ns, state.restore_text(), save_text(rs, backend), kube_proxy_chains(rs), backend)
+        apply_ipvs(ns, state)
+        return
+    from kpemu.proxy.iptables import iptables_rules, kube_proxy_chains, restore_text
+    from kpemu.proxy.save import save_text
+
+    rs = iptables_rules(topo, node)
+    netfilter.apply_and_verify(ns, restore_text(rs), save_text(rs, backend), kube_proxy_chains(rs), backend)
+    if needs_route_localnet(topo):
+        write_sysctls([Sysctl(ns, "net/ipv4/conf/all/route_localnet", "1")])
+
+
+def needs_route_localnet(topo: Topology) -> bool:
+    """iptables mode: always before 1.24; since then only with localhostNodePorts and loopback among
+    the nodePortAddresses (an empty list means all addresses)."""
+    kp = topo.kubeProxy
+    loopback = not kp.nodePortAddresses or any(
+        ipaddress.IPv4Address("127.0.0.1") in ipaddress.IPv4Network(c) for c in kp.nodePortAddresses
+    )
+    return flavour_for(kp).route_localnet_always or (kp.localhostNodePorts and loopback)
+
+
+def apply_rules(topo: Topology, plan: Plan) -> Topology:
+    """kube-proxy's state on every node, then CNI and load-balancer rules. Returns the topology with
+    randomFully resolved, so later steps (reports, the oracle) see what was really applied."""
+    topo = resolve_random_fully(topo, netns_name(topo.name, topo.nodes[0].name))
+    for node in topo.nodes:
+        apply_kube_proxy(topo, node.name)
     for r in plan.rules:
-        restore(r.ns, r.text, backend)
+        netfilter.restore(r.ns, r.text, topo.kubeProxy.backend)
+    return topo

@@ -1,0 +1,111 @@
+"""Apply kube-proxy's iptables restore input inside a node namespace and verify the read-back.
+
+Effects only: the text comes from kpemu.proxy (iptables.restore_text / save.save_text). Each
+table is fed to `iptables-{nft,legacy}-restore --noflush` in one call (as kube-proxy does per
+sync), run inside the namespace by a setns() preexec (no `ip netns exec`). The read-back is
+`iptables-save` in the same namespace, restricted to kube-proxy's (and kubelet's) chains and the
+built-in-chain rules that jump to them, compared line by line with the expected canonical text.
+"""
+
+from __future__ import annotations
+
+from kpemu.errors import ApplyError
+from kpemu.kernel.netns import run_in
+from kpemu.proxy.rules import BUILTIN_CHAINS, split_line
+
+RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
+SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
+
+
+def split_tables(text: str) -> dict[str, str]:
+    """Restore input split into one text per table (`*table` ... `COMMIT`), in order."""
+    out: dict[str, str] = {}
+    table, lines = None, []
+    for line in text.splitlines():
+        if line.startswith("*"):
+            table, lines = line[1:].strip(), [line]
+        elif table is not None:
+            lines.append(line)
+            if line.strip() == "COMMIT":
+                out[table] = "\n".join(lines) + "\n"
+                table = None
+    return out
+
+
+def restore(ns: str, text: str, backend: str = "nft") -> None:
+    """`iptables-restore --noflush` of `text` in netns `ns`, one call per table."""
+    for table, part in split_tables(text).items():
+        res = run_in(ns, [RESTORE[backend], "--noflush", "--wait"], input=part)
+        if res.returncode != 0:
+            raise ApplyError(f"{ns}: {RESTORE[backend]} failed for table {table}: {res.stderr.strip()}")
+
+
+def save(ns: str, backend: str = "nft", table: str | None = None) -> str:
+    """`iptables-save` output of netns `ns` (one table or all)."""
+    argv = [SAVE[backend], *(["-t", table] if table else [])]
+    res = run_in(ns, argv)
+    if res.returncode != 0:
+        raise ApplyError(f"{ns}: {SAVE[backend]} failed: {res.stderr.strip()}")
+    return res.stdout
+
+
+def owned_lines(save_text: str, chains: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Per table, the chain lines and -A lines that belong to `chains` (per table), plus
+    built-in-chain rules jumping to one of them, in save order. Counters are zeroed."""
+    out: dict[str, list[str]] = {}
+    table = ""
+    for line in save_text.splitlines():
+        if line.startswith("*"):
+            table = line[1:].strip()
+            continue
+        mine = chains.get(table, set())
+        if line.startswith(":"):
+            name = line[1:].split()[0]
+            if name in mine:
+                out.setdefault(table, []).append(f":{name} - [0:0]")
+        elif line.startswith("-A "):
+            toks = split_line(line)
+            chain = toks[1]
+            target = toks[toks.index("-j") + 1] if "-j" in toks else None
+            builtin = chain in BUILTIN_CHAINS.get(table, ())
+            if chain in mine or (builtin and target in mine):
+                out.setdefault(table, []).append(line.rstrip())
+    return out
+
+
+def first_difference(expected: dict[str, list[str]], got: dict[str, list[str]]) -> str | None:
+    """'table: expected X, got Y' for the first differing line, or None."""
+    for table in sorted(set(expected) | set(got)):
+        e, g = expected.get(table, []), got.get(table, [])
+        for i in range(max(len(e), len(g))):
+            a = e[i] if i < len(e) else "<nothing>"
+            b = g[i] if i < len(g) else "<nothing>"
+            if a != b:
+                return f"table {table}, line {i + 1}: expected {a!r}, got {b!r}"
+    return None
+
+
+def verify(ns: str, expected_save: str, chains: dict[str, set[str]], backend: str = "nft") -> None:
+    """Compare the namespace's iptables-save with `expected_save` on `chains`; ApplyError if not equal."""
+    diff = first_difference(owned_lines(expected_save, chains), owned_lines(save(ns, backend), chains))
+    if diff:
+        raise ApplyError(f"{ns}: iptables read-back differs from kube-proxy's rules: {diff}")
+
+
+def apply_and_verify(ns: str, restore_text: str, expected_save: str, chains: dict[str, set[str]],
+                     backend: str = "nft") -> None:
+    """Restore then verify (see restore() and verify())."""
+    restore(ns, restore_text, backend)
+    verify(ns, expected_save, chains, backend)
+
+
+def supports_random_fully(ns: str, backend: str = "nft") -> bool:
+    """Whether the namespace's iptables accepts `MASQUERADE --random-fully` (for randomFully: None).
+
+    Creates a throwaway nat chain KPEMU-RF-PROBE with one rule and deletes it again.
+    """
+    probe = "*nat\n:KPEMU-RF-PROBE - [0:0]\n-A KPEMU-RF-PROBE -j MASQUERADE --random-fully\nCOMMIT\n"
+    ok = run_in(ns, [RESTORE[backend], "--noflush", "--wait"], input=probe).returncode == 0
+    run_in(ns, [RESTORE[backend], "--noflush", "--wait"],
+           input="*nat\n:KPEMU-RF-PROBE - [0:0]\n-X KPEMU-RF-PROBE\nCOMMIT\n")
+    return ok

@@ -1,0 +1,75 @@
+"""IPVS-mode ipsets (and the iptables rules that use them) applied in a throwaway namespace.
+
+Runs on the host kernel (ipsets work here; IPVS does not, see tests/vm/test_ipvs_apply.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kpemu.errors import ApplyError
+from kpemu.kernel import netns as nsmod
+from kpemu.kernel.ipset import apply_ipsets, ipset_save
+from kpemu.model import load_topology
+from kpemu.proxy.ipset_text import make_set
+from kpemu.proxy.ipvs import ipvs_rules
+from kpemu.proxy.save import rule_lines, ruleset_from_restore, save_text
+from tests.conftest import TOPOLOGIES
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+
+
+@pytest.fixture
+def ns() -> Iterator[str]:
+    name = f"kp-h2-{uuid.uuid4().hex[:8]}"
+    nsmod.create_netns(name)
+    try:
+        yield name
+    finally:
+        nsmod.delete_netns(name)
+    assert name not in nsmod.list_netns("kp-h2-")
+
+
+@pytest.mark.parametrize("version", ["1.15", "1.20", "1.33"])
+def test_ipvs_sets_read_back_equal(ns: str, version: str) -> None:
+    topo = load_topology(TOPOLOGIES / "calico-ipip.yaml")
+    topo = topo.model_copy(update={"kubeProxy": topo.kubeProxy.model_copy(update={"version": version})})
+    state = ipvs_rules(topo, "node1")
+    apply_ipsets(ns, state.ipsets)  # raises ApplyError on any difference
+    assert ipset_save(ns, {s.name for s in state.ipsets}) == state.ipset_save_text()
+
+
+def _root_sets() -> list[str]:
+    return subprocess.run(["ipset", "list", "-n"], capture_output=True, text=True, check=False).stdout.split()
+
+
+def test_sets_are_per_namespace(ns: str) -> None:
+    before = _root_sets()
+    apply_ipsets(ns, [make_set("KUBE-CLUSTER-IP", "hash:ip,port", "c", ["10.96.0.1,tcp:443"])])
+    assert _root_sets() == before  # the root namespace is untouched
+    inside = nsmod.run_in(ns, ["ipset", "list", "-n"]).stdout.split()
+    assert inside == ["KUBE-CLUSTER-IP"]
+
+
+def test_readback_mismatch_names_the_line(ns: str) -> None:
+    nsmod.run_in(ns, ["ipset", "create", "KUBE-NODE-PORT-TCP", "bitmap:port", "range", "0-65535"])
+    nsmod.run_in(ns, ["ipset", "add", "KUBE-NODE-PORT-TCP", "31000"])  # stale entry kube-proxy would delete
+    with pytest.raises(ApplyError, match="line 3: expected '<end>', kernel has 'add KUBE-NODE-PORT-TCP 31000'"):
+        apply_ipsets(ns, [make_set("KUBE-NODE-PORT-TCP", "bitmap:port", "c", ["30080"])])
+
+
+def test_seed_000_rules_restore_and_save_as_predicted(ns: str) -> None:
+    """iptables-restore accepts the IPVS rules (sets exist) and iptables-save prints what save.py predicts."""
+    state = ipvs_rules(load_topology(TOPOLOGIES / "calico-ipip.yaml"), "node1")
+    apply_ipsets(ns, state.ipsets)
+    res = nsmod.run_in(ns, ["iptables-restore", "--noflush"], input=state.restore_text())
+    assert res.returncode == 0, res.stderr
+    saved = nsmod.run_in(ns, ["iptables-save"]).stdout
+    predicted = save_text(ruleset_from_restore(state.restore_text()))
+    got, want = rule_lines(saved), rule_lines(predicted)
+    assert {k: v for k, v in got.items() if k in want} == want
