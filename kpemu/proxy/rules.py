@@ -8,6 +8,8 @@ lines, so generated and observed rules can be compared structurally.
 
 from __future__ import annotations
 
+import re
+
 import shlex
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -220,8 +222,11 @@ class RuleSet:
         return list(t.chains[chain].rules) if t and chain in t.chains else []
 
 
+_NEEDS_QUOTES = re.compile(r'[ \t"]')
+
+
 def _quote(token: str) -> str:
-    if token == "" or any(c in token for c in ' \t"'):
+    if token == "" or _NEEDS_QUOTES.search(token):
         return '"' + token.replace('"', '\\"') + '"'
     return token
 

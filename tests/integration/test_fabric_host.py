@@ -91,3 +91,13 @@ def test_failed_deploy_rolls_back() -> None:
         lab.deploy(topo, plan=broken)
     assert not nsmod.list_netns("kp-itroll-")
     assert lab.load_state("itroll") is None
+
+
+def test_external_client_reaches_pods_through_nodeport(flannel_lab) -> None:  # type: ignore[no-untyped-def]
+    _, state = flannel_lab
+    ns = state.members
+    servers = [serve(ns[p], 80, p, count=12) for p in ("web-0", "web-1", "web-2")]
+    seen = {connect(ns["client"], "192.168.1.100", 30080) for _ in range(12)}
+    for s in servers:
+        s.kill()
+    assert seen <= {"web-0", "web-1", "web-2"} and len(seen) >= 2, seen
