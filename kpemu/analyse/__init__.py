@@ -1,0 +1,1 @@
+"""Analysis (pure): the hop ledger, kernel-state parsing, expectations and goldens."""

@@ -1,0 +1,274 @@
+"""The hop ledger (pure): the same packet followed across every capture point.
+
+A connection's first packet (the SYN, or the first UDP datagram) is found at its source by the
+client's local port; NAT rewrites addresses and ports but not the IP ID, the TCP sequence number
+or the payload, so those identify the same packet at every other capture point, before and after
+DNAT, SNAT and encapsulation. The first answer (SYN-ACK, RST, the UDP reply or an ICMP error) is
+taken at the furthest point the request reached and followed the same way. Hops are ordered by
+capture timestamp (all captures share one clock). Between consecutive hops, what changed is
+recorded in `changed_by` (kind, field, from, to, where); `by` is left for rule attribution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+from kpemu.capture.pcap import Outer, Pkt
+
+
+@dataclass(frozen=True)
+class PointInfo:
+    """What the ledger knows about a capture point: namespace, member, the node it lives on."""
+
+    point: str  # member/iface
+    netns: str
+    member: str
+    interface: str
+    node: str | None  # node name for node and pod interfaces, else None
+    kind: str  # node | pod | external | underlay
+
+
+@dataclass
+class Change:
+    """One thing that changed between two hops; `by` is filled in by rule attribution."""
+
+    kind: str  # DNAT | SNAT | un-DNAT | un-SNAT | encap | decap
+    field: str  # dst | src | outer
+    before: str
+    after: str
+    node: str | None  # the member where it happened
+    by: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "field": self.field, "from": self.before, "to": self.after,
+                "node": self.node, "by": list(self.by)}
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.field} {self.before} -> {self.after}" if self.field != "outer" else (
+            f"{self.kind} {self.after or self.before}")
+
+
+@dataclass
+class Hop:
+    """The packet as seen at one capture point."""
+
+    info: PointInfo
+    direction: str  # request | reply
+    pkt: Pkt
+    changed_by: list[Change] = field(default_factory=list)
+
+    @property
+    def point(self) -> str:
+        return self.info.point
+
+    @property
+    def src(self) -> str:
+        return _ep(self.pkt.src, self.pkt.sport)
+
+    @property
+    def dst(self) -> str:
+        return _ep(self.pkt.dst, self.pkt.dport)
+
+    def to_json(self, t0: int) -> dict:
+        p = self.pkt
+        return {
+            "node": self.info.node, "netns": self.info.netns, "member": self.info.member,
+            "interface": self.info.interface, "direction": self.direction, "proto": p.proto,
+            "src": p.src, "sport": p.sport, "dst": p.dst, "dport": p.dport, "flags": p.flags,
+            "outer": p.outer.to_json() if p.outer else None,
+            "t_us": round((p.ts_ns - t0) / 1000, 3),
+            "changed_by": [c.to_json() for c in self.changed_by],
+        }
+
+
+@dataclass
+class ConnLedger:
+    """One connection of a flow: the client's view and the hops both ways."""
+
+    index: int
+    marker: str
+    sport: int | None
+    outcome: str
+    backend: str | None
+    request: list[Hop] = field(default_factory=list)
+    reply: list[Hop] = field(default_factory=list)
+    conntrack: list[dict] = field(default_factory=list)  # {node, entry}
+    ipvs: list[dict] = field(default_factory=list)  # {node, entry}
+
+    @property
+    def hops(self) -> list[Hop]:
+        return self.request + self.reply
+
+
+@dataclass
+class FlowLedger:
+    """Every connection of one flow."""
+
+    name: str
+    src_member: str
+    dst: str
+    protocol: str
+    connections: list[ConnLedger] = field(default_factory=list)
+
+    @property
+    def representative(self) -> ConnLedger | None:
+        """The connection the hop table shows: the first one that was seen at all."""
+        return next((c for c in self.connections if c.request), self.connections[0] if self.connections else None)
+
+
+def _ep(ip: str, port: int | None) -> str:
+    return f"{ip}:{port}" if port is not None else ip
+
+
+def _outer_str(o: Outer | None) -> str:
+    if o is None:
+        return ""
+    vni = f" vni {o.vni}" if o.vni is not None else ""
+    return f"{o.type}{vni} {o.src} > {o.dst}"
+
+
+def _key(p: Pkt) -> tuple:
+    """What NAT and tunnels leave alone: protocol, IP ID, TCP seq/ack/flags or the payload."""
+    if p.proto == "tcp":
+        return ("tcp", p.ip_id, p.seq, p.ack, p.flags, p.payload)
+    return (p.proto, p.ip_id, p.payload)
+
+
+def _follow(seed: Pkt, packets: Iterable[Pkt], points: Mapping[str, PointInfo], direction: str) -> list[Hop]:
+    """Every sighting of `seed`'s packet (one per point and tuple), ordered by time."""
+    key = _key(seed)
+    seen: set[tuple] = set()
+    hops = []
+    for p in packets:
+        if _key(p) != key or p.point not in points:
+            continue
+        ident = (p.point, p.tuple4, p.outer)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        hops.append(Hop(points[p.point], direction, p))
+    hops.sort(key=lambda h: (h.pkt.ts_ns, h.pkt.index))
+    _annotate(hops, direction)
+    return hops
+
+
+def _where(prev: Hop, cur: Hop) -> str | None:
+    """The member where a change between two hops happened (NAT runs in a node, LB or router)."""
+    if prev.info.netns == cur.info.netns:
+        return prev.info.member
+    for h in (prev, cur):
+        if h.info.kind in ("node", "external") and h.info.member != "underlay":
+            return h.info.member if h.info.kind == "external" else h.info.node
+    return cur.info.node or cur.info.member
+
+
+def _annotate(hops: list[Hop], direction: str) -> None:
+    nat_dst, nat_src = ("DNAT", "SNAT") if direction == "request" else ("un-SNAT", "un-DNAT")
+    for prev, cur in pairwise(hops):
+        a, b = prev.pkt, cur.pkt
+        where = _where(prev, cur)
+        if (a.dst, a.dport) != (b.dst, b.dport):
+            cur.changed_by.append(Change(nat_dst, "dst", prev.dst, cur.dst, where))
+        if (a.src, a.sport) != (b.src, b.sport):
+            cur.changed_by.append(Change(nat_src, "src", prev.src, cur.src, where))
+        if a.outer != b.outer:
+            if a.outer is None:
+                cur.changed_by.append(Change("encap", "outer", "", _outer_str(b.outer), where))
+            elif b.outer is None:
+                cur.changed_by.append(Change("decap", "outer", _outer_str(a.outer), "", where))
+            else:
+                cur.changed_by.append(Change("re-encap", "outer", _outer_str(a.outer), _outer_str(b.outer), where))
+
+
+def _seed(packets: list[Pkt], src_points: set[str], conn: Mapping, dst_ip: str, dst_port: int,
+          proto: str) -> Pkt | None:
+    """The connection's first packet at its source (by the client's local port and destination)."""
+    sport = conn.get("sport")
+    marker = str(conn.get("marker", "")).encode()
+
+    def match(p: Pkt) -> bool:
+        if p.proto != proto or p.sport != sport or p.dst != dst_ip or p.dport != dst_port:
+            return False
+        return "S" in p.flags and "." not in p.flags if proto == "tcp" else marker in p.payload
+
+    for restrict in (True, False):
+        cands = [p for p in packets if (p.point in src_points or not restrict) and match(p)]
+        if cands:
+            return min(cands, key=lambda p: (p.ts_ns, p.index))
+    return None
+
+
+def _answer(packets: list[Pkt], last: Hop) -> Pkt | None:
+    """The first packet answering `last` at its point: reversed tuple, or an ICMP error to its source."""
+    q = last.pkt
+    later = [p for p in packets if p.point == q.point and p.ts_ns >= q.ts_ns and p is not q]
+    for p in sorted(later, key=lambda p: (p.ts_ns, p.index)):
+        if p.proto == q.proto and p.tuple4 == (q.dst, q.dport, q.src, q.sport):
+            return p
+        if p.proto == "icmp" and p.dst == q.src:
+            return p
+    return None
+
+
+def build_flow_ledger(name: str, src_member: str, dst_ip: str, dst_port: int, protocol: str,
+                      connections: list[Mapping], packets: list[Pkt], points: Mapping[str, PointInfo]) -> FlowLedger:
+    """Follow every connection of one flow through the captured packets."""
+    proto = protocol.lower()
+    src_points = {p for p, info in points.items() if info.member == src_member}
+    fl = FlowLedger(name, src_member, _ep(dst_ip, dst_port), protocol)
+    for conn in connections:
+        cl = ConnLedger(int(conn.get("index", 0)), str(conn.get("marker", "")), conn.get("sport"),
+                        str(conn.get("outcome", "")), conn.get("backend"))
+        fl.connections.append(cl)
+        seed = _seed(packets, src_points, conn, dst_ip, dst_port, proto)
+        if seed is None:
+            continue
+        cl.request = _follow(seed, packets, points, "request")
+        if not cl.request:
+            continue
+        answer = _answer(packets, cl.request[-1])
+        if answer is not None:
+            cl.reply = _follow(answer, packets, points, "reply")
+    return fl
+
+
+def attach_state(fl: FlowLedger, conntrack: Mapping[str, list[dict]], ipvs: Mapping[str, list[dict]]) -> None:
+    """Attach each node's conntrack entries (and IPVS connections) whose original tuple a request hop shows."""
+    for cl in fl.connections:
+        seen = {(h.pkt.proto, h.pkt.src, h.pkt.sport, h.pkt.dst, h.pkt.dport) for h in cl.request}
+        for node, entries in conntrack.items():
+            for e in entries:
+                o = e.get("original") or {}
+                if (e.get("proto"), o.get("src"), o.get("sport"), o.get("dst"), o.get("dport")) in seen:
+                    cl.conntrack.append({"node": node, **e})
+        for node, entries in ipvs.items():
+            for e in entries:
+                sip, _, sp = str(e.get("source", "")).rpartition(":")
+                vip, _, vp = str(e.get("virtual", "")).rpartition(":")
+                if (str(e.get("proto", "")).lower(), sip, _int(sp), vip, _int(vp)) in seen:
+                    cl.ipvs.append({"node": node, **e})
+
+
+def _int(s: str) -> int | None:
+    return int(s) if s.isdigit() else None
+
+
+def hops_json(fl: FlowLedger, ok: bool) -> dict:
+    """One flow for hops.json: the representative connection's hops plus every connection."""
+    rep = fl.representative
+    t0 = min((h.pkt.ts_ns for c in fl.connections for h in c.hops), default=0)
+
+    def conn_json(c: ConnLedger) -> dict:
+        return {"index": c.index, "marker": c.marker, "sport": c.sport, "outcome": c.outcome,
+                "backend": c.backend, "hops": [h.to_json(t0) for h in c.hops],
+                "conntrack": c.conntrack, "ipvs": c.ipvs}
+
+    return {
+        "name": fl.name, "ok": ok, "from": fl.src_member, "to": fl.dst, "protocol": fl.protocol,
+        "backends": sorted({c.backend for c in fl.connections if c.backend}),
+        "hops": [h.to_json(t0) for h in rep.hops] if rep else [],
+        "conntrack": rep.conntrack if rep else [], "ipvs": rep.ipvs if rep else [],
+        "connections": [conn_json(c) for c in fl.connections],
+    }

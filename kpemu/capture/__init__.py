@@ -1,0 +1,1 @@
+"""Captures: which interfaces to listen on, tcpdump per interface, reading pcaps into packets."""

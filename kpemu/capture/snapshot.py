@@ -1,0 +1,40 @@
+"""Reading kernel state back from the lab (effects): rules per node, conntrack, IPVS connections."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from kpemu.kernel import netns as nsmod
+
+SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
+
+
+def _out(ns: str, argv: list[str], timeout: float = 5.0) -> str:
+    try:
+        res = nsmod.run_in(ns, argv, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"# {' '.join(argv)} failed: {e}\n"
+    if res.returncode != 0:
+        return f"# {' '.join(argv)} exited {res.returncode}: {res.stderr.strip()}\n"
+    return res.stdout
+
+
+def save_rules(nodes: dict[str, str], backend: str, ipvs: bool, rules_dir: Path) -> None:
+    """rules/<node>.iptables-save, .ipset and (IPVS mode) .ipvs, as the kernel reports them."""
+    rules_dir.mkdir(parents=True, exist_ok=True)
+    for node, ns in nodes.items():
+        (rules_dir / f"{node}.iptables-save").write_text(_out(ns, [SAVE.get(backend, "iptables-save")]))
+        (rules_dir / f"{node}.ipset").write_text(_out(ns, ["ipset", "save"]))
+        if ipvs:
+            (rules_dir / f"{node}.ipvs").write_text(_out(ns, ["ipvsadm", "-Sn"]))
+
+
+def conntrack_text(ns: str) -> str:
+    """`conntrack -L` inside `ns` (empty when the table is empty)."""
+    return _out(ns, ["conntrack", "-L"])
+
+
+def ipvs_connections_text(ns: str) -> str:
+    """`ipvsadm -Lnc` inside `ns`: the IPVS connection table."""
+    return _out(ns, ["ipvsadm", "-Lnc"])

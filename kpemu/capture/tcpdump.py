@@ -1,0 +1,91 @@
+"""tcpdump per capture point (effects): start in the interface's namespace, confirm it listens,
+stop with SIGINT after the traffic drained, then render each pcap as `tcpdump -nn -r` text."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from kpemu.capture.points import capture_file_stem
+from kpemu.errors import EnvironmentProblem
+from kpemu.kernel import netns as nsmod
+from kpemu.plan.types import Interface
+from kpemu.traffic.procs import wait_for_lines
+
+LISTEN_TIMEOUT = 5.0
+STOP_TIMEOUT = 3.0
+FILTER = ["ip", "and", "(tcp", "or", "udp", "or", "icmp)"]  # no ARP or IGMP: their timing differs run to run
+
+
+@dataclass
+class Capture:
+    """One running tcpdump and where its files go."""
+
+    iface: Interface
+    pcap: Path
+    proc: subprocess.Popen
+
+
+def start_captures(points: list[Interface], pcap_dir: Path) -> list[Capture]:
+    """Start tcpdump -U -w on every point, in parallel; return once each printed "listening on"."""
+    pcap_dir.mkdir(parents=True, exist_ok=True)
+    caps: list[Capture] = []
+    try:
+        for i in points:
+            pcap = pcap_dir / f"{capture_file_stem(i)}.pcap"
+            argv = ["tcpdump", "-i", i.name, "-U", "--immediate-mode", "-nn", "-s", "512",
+                    "--time-stamp-precision=nano", "-w", str(pcap), *FILTER]
+            proc = nsmod.popen_in(i.ns, argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            caps.append(Capture(i, pcap, proc))
+        late = wait_for_lines({capture_file_stem(c.iface): c.proc for c in caps}, "listening on",
+                           LISTEN_TIMEOUT, "stderr")
+    except BaseException:
+        stop_captures(caps)
+        raise
+    if late:
+        stop_captures(caps)
+        raise EnvironmentProblem(f"tcpdump did not start listening on {', '.join(late)}",
+                                 "check that tcpdump is installed and may capture (root, no AppArmor denial)")
+    return caps
+
+
+def stop_captures(caps: list[Capture]) -> None:
+    """SIGINT every tcpdump (it flushes and exits), then wait; kill those that hang."""
+    for c in caps:
+        if c.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                c.proc.send_signal(signal.SIGINT)
+    for c in caps:
+        try:
+            c.proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            c.proc.kill()
+            c.proc.wait()
+        if c.proc.stderr:
+            c.proc.stderr.close()
+
+
+def render_text(caps: list[Capture], text_dir: Path) -> dict[str, Path]:
+    """`tcpdump -nn -r` every pcap into text_dir/<netns>_<iface>.txt (in parallel)."""
+    text_dir.mkdir(parents=True, exist_ok=True)
+    procs = []
+    out: dict[str, Path] = {}
+    for c in caps:
+        if not c.pcap.exists():
+            continue
+        txt = text_dir / f"{capture_file_stem(c.iface)}.txt"
+        fh = txt.open("w")
+        procs.append((subprocess.Popen(["tcpdump", "-nn", "-r", str(c.pcap)], stdout=fh,
+                                       stderr=subprocess.DEVNULL), fh))
+        out[capture_file_stem(c.iface)] = txt
+    for p, fh in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        fh.close()
+    return out

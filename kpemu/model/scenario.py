@@ -1,0 +1,361 @@
+"""The scenario schema: a topology (file or inline), overrides, flows to send, expectations.
+
+A scenario names where traffic starts (`from:` a lab member), where it goes (`to:` a pod, a
+service through one of its front doors, a node's NodePort or a plain address) and what must be
+seen. Shape errors come from pydantic, cross-field checks from `check_scenario`; both become
+`Problem`s with a field path such as `flows[0].to.service`, and loading stops before anything is
+created (exit 2).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from kpemu.errors import InputError, Problem
+from kpemu.model import topology_from_data
+from kpemu.model.load import parse_model, read_yaml
+from kpemu.model.topology import LabName, Strict, Topology, _check_ip
+
+FlowName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")]
+MAX_CONNECTIONS = 64
+Via = Literal["clusterIP", "nodePort", "loadBalancer", "externalIP"]
+Outcome = Literal["reply", "refused", "dropped"]
+
+
+class Target(Strict):
+    """Where a flow goes: exactly one of pod, service, node (+nodePort) or address (+port)."""
+
+    pod: str | None = None
+    service: str | None = None  # namespace/name (namespace defaults to "default")
+    via: Via | None = None
+    node: str | None = None  # the node whose NodePort (via: nodePort) or address is used
+    nodePort: int | None = Field(None, ge=1, le=65535)
+    address: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)  # pod port, service port, or address port
+
+    _addr = field_validator("address")(lambda v: None if v is None else _check_ip(v))
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Target:
+        kinds = [k for k in ("pod", "service", "address") if getattr(self, k) is not None]
+        if self.node is not None and self.service is None and self.nodePort is None and self.port is None:
+            raise ValueError("to: {node: N} needs nodePort: P (or port: P for the node's own address)")
+        if self.node is not None and self.service is None:
+            kinds.append("node")
+        if len(kinds) != 1:
+            raise ValueError(
+                "expected exactly one destination: {pod: NAME}, {service: NS/NAME, via: clusterIP|nodePort|"
+                f"loadBalancer|externalIP}}, {{node: NAME, nodePort: PORT}} or {{address: IP, port: PORT}}; got "
+                f"{kinds or 'none'}"
+            )
+        if self.address is not None and self.port is None:
+            raise ValueError("to: {address: IP} needs port: PORT")
+        if self.via is not None and self.service is None:
+            raise ValueError("via only applies to to: {service: NS/NAME}")
+        return self
+
+
+class Flow(Strict):
+    """Traffic from one lab member to one destination: `connections` sequential connections."""
+
+    name: FlowName
+    from_: str = Field(alias="from")
+    to: Target
+    protocol: Literal["TCP", "UDP"] | None = None  # default: the destination port's protocol
+    connections: int = Field(1, ge=1, le=MAX_CONNECTIONS)
+    timeout: float = Field(2.0, gt=0, le=10)  # seconds per connection attempt
+
+
+class HopExpect(Strict):
+    """The tuple that must be seen at a capture point: `at: member/interface`."""
+
+    at: str
+    direction: Literal["request", "reply"] = "request"
+    src: str | None = None  # "IP" or "IP:PORT"
+    dst: str | None = None
+    outer: str | None = None  # "vxlan" | "ipip" | "none"
+
+    @field_validator("at")
+    @classmethod
+    def _at(cls, v: str) -> str:
+        if v.count("/") != 1 or not all(v.split("/")):
+            raise ValueError(f"expected member/interface such as nginx-0/eth0 or node1/flannel.1, got {v!r}")
+        return v
+
+    @field_validator("src", "dst")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        ip, _, port = str(v).partition(":")
+        _check_ip(ip)
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(f"expected IP or IP:PORT such as 10.244.1.5:80, got {v!r}")
+        return str(v)
+
+
+class RulesExpect(Strict):
+    """Lines the kernel must hold on a node after deploy (read back into rules/<node>.<kind>)."""
+
+    node: str
+    kind: Literal["iptables-save", "ipset", "ipvs"] = "iptables-save"
+    contains: list[str] = Field(min_length=1)
+
+
+class Expectation(Strict):
+    """What must hold for one flow."""
+
+    flow: str
+    reply: bool | None = None  # shorthand: true = outcome reply
+    outcome: Outcome | None = None  # reply | refused | dropped (timed out), for every connection
+    backends: list[str] | None = None  # every one of these pods must answer; no other may
+    hops: list[HopExpect] = Field(default_factory=list)
+    golden: str | bool | None = None  # directory (relative to the scenario file) or true
+    rules: list[RulesExpect] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Expectation:
+        if self.reply is not None and self.outcome is not None and (self.outcome == "reply") != self.reply:
+            raise ValueError(f"reply: {self.reply} contradicts outcome: {self.outcome}; give one of them")
+        return self
+
+    @property
+    def wanted_outcome(self) -> Outcome | None:
+        if self.outcome:
+            return self.outcome
+        if self.reply is None:
+            return None
+        return "reply" if self.reply else "dropped"
+
+
+class ScenarioSpec(Strict):
+    """The file as written."""
+
+    name: LabName
+    description: str = ""
+    lab: LabName | None = None  # lab name (namespace prefix); default: the scenario name
+    topology: str | dict[str, Any]
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    flows: list[Flow] = Field(min_length=1)
+    expect: list[Expectation] = Field(default_factory=list)
+    settle: float = Field(0.2, ge=0, le=5)  # seconds to let packets drain before captures stop
+
+
+@dataclass(frozen=True)
+class ResolvedFlow:
+    """A flow with its destination worked out: address, port, protocol, source member."""
+
+    flow: Flow
+    src_member: str
+    dst_ip: str
+    dst_port: int
+    protocol: Literal["TCP", "UDP"]
+    candidates: tuple[str, ...]  # pods that could answer (for captures and reports)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A loaded, validated scenario and its (overridden, renamed) topology."""
+
+    spec: ScenarioSpec
+    topology: Topology
+    path: Path
+    flows: tuple[ResolvedFlow, ...]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def golden_dir(self, exp: Expectation) -> Path | None:
+        """Where the goldens of `exp` live: scenarios/<name>/golden/ for `golden: true`."""
+        if exp.golden is None or exp.golden is False:
+            return None
+        if exp.golden is True:
+            return self.path.parent / self.name / "golden"
+        return (self.path.parent / str(exp.golden)).resolve()
+
+
+def is_scenario_file(path: Path) -> bool:
+    """Whether a YAML file is a scenario (it has `flows:`) rather than a topology."""
+    try:
+        data = read_yaml(path)
+    except InputError:
+        return False
+    return isinstance(data, dict) and "flows" in data
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file and its topology; InputError lists every problem."""
+    path = Path(path)
+    file = str(path)
+    spec = parse_model(ScenarioSpec, read_yaml(path), file)
+    if isinstance(spec.topology, str):
+        topo_path = (path.parent / spec.topology).resolve()
+        if not topo_path.exists():
+            raise InputError([Problem(file, "topology", f"no such file {spec.topology} (relative to the scenario "
+                                                        "file); expected a topology path or an inline mapping")])
+        data, topo_file = read_yaml(topo_path), str(topo_path)
+    else:
+        data, topo_file = spec.topology, file
+    if not isinstance(data, dict):
+        raise InputError([Problem(topo_file, "topology" if topo_file == file else "", "expected a mapping")])
+    data = _merge(data, spec.overrides)
+    data["name"] = spec.lab or spec.name
+    try:
+        topo = topology_from_data(data, topo_file)
+    except InputError as e:
+        prefix = "topology." if topo_file == file else ""
+        fixed = [Problem(p.file, prefix + p.path if p.file == file else p.path, p.message) for p in e.problems]
+        if spec.overrides:
+            fixed = [Problem(p.file, p.path, p.message + " (after the scenario's overrides)") for p in fixed]
+        raise InputError(fixed) from None
+    problems: list[Problem] = []
+    flows = tuple(f for i, fl in enumerate(spec.flows) if (f := _resolve(topo, fl, i, file, problems)))
+    problems += check_expectations(spec, topo, file)
+    if problems:
+        raise InputError(problems)
+    return Scenario(spec, topo, path, flows)
+
+
+def _members(topo: Topology) -> dict[str, str]:
+    out = {n.name: "node" for n in topo.nodes}
+    out.update({p.name: "pod" for p in topo.pods})
+    out.update({e.name: "external" for e in topo.externals})
+    return out
+
+
+def _resolve(topo: Topology, fl: Flow, i: int, file: str, problems: list[Problem]) -> ResolvedFlow | None:
+    """Work out a flow's destination address, port and protocol, or add Problems."""
+    base = f"flows[{i}]"
+    members = _members(topo)
+
+    def bad(path: str, msg: str) -> None:
+        problems.append(Problem(file, f"{base}.{path}", msg))
+
+    if fl.from_ not in members:
+        bad("from", f"unknown member {fl.from_!r}; expected a node, pod or external: {sorted(members)}")
+        return None
+    t = fl.to
+    if t.pod is not None:
+        pod = next((p for p in topo.pods if p.name == t.pod), None)
+        if pod is None:
+            bad("to.pod", f"unknown pod {t.pod!r}; expected one of {sorted(p.name for p in topo.pods)}")
+            return None
+        ports = [pp for pp in pod.ports if t.port is None or pp.port == t.port]
+        if t.port is None and not ports:
+            bad("to.port", f"pod {pod.name} serves no port; give port: P")
+            return None
+        port = t.port or ports[0].port
+        proto = fl.protocol or (ports[0].protocol if ports else "TCP")
+        return ResolvedFlow(fl, fl.from_, pod.ip, port, _proto(proto), (pod.name,))
+    if t.address is not None:
+        assert t.port is not None
+        return ResolvedFlow(fl, fl.from_, t.address, t.port, _proto(fl.protocol or "TCP"), ())
+    if t.service is None:  # {node: N, nodePort: P} or {node: N, port: P}
+        if t.node not in {n.name for n in topo.nodes}:
+            bad("to.node", f"unknown node {t.node!r}; expected one of {sorted(n.name for n in topo.nodes)}")
+            return None
+        node = topo.node(t.node)
+        port = t.nodePort or t.port
+        assert port is not None
+        svc = next((s for s in topo.services for sp in s.ports if sp.nodePort == port), None)
+        sp = next((sp for sp in svc.ports if sp.nodePort == port), None) if svc else None
+        proto = fl.protocol or (sp.protocol if sp else "TCP")
+        return ResolvedFlow(fl, fl.from_, node.ip, port, _proto(proto), _backends(topo, svc) if svc else ())
+    key = t.service if "/" in t.service else f"default/{t.service}"
+    svc = next((s for s in topo.services if s.key == key), None)
+    if svc is None:
+        bad("to.service", f"unknown service {key!r}; expected one of {sorted(s.key for s in topo.services)}")
+        return None
+    sp = next((p for p in svc.ports if t.port is None or p.port == t.port), None)
+    if sp is None:
+        bad("to.port", f"service {key} has no port {t.port}; expected one of {[p.port for p in svc.ports]}")
+        return None
+    via = t.via or "clusterIP"
+    proto = _proto(fl.protocol or sp.protocol)
+    cands = _backends(topo, svc)
+    if via == "clusterIP":
+        return ResolvedFlow(fl, fl.from_, svc.clusterIP, sp.port, proto, cands)
+    if via == "nodePort":
+        if sp.nodePort is None:
+            bad("to.via", f"service {key} port {sp.port} has no nodePort; use via: clusterIP or give it type NodePort")
+            return None
+        node_name = t.node or topo.nodes[0].name
+        if node_name not in {n.name for n in topo.nodes}:
+            bad("to.node", f"unknown node {node_name!r}; expected one of {sorted(n.name for n in topo.nodes)}")
+            return None
+        return ResolvedFlow(fl, fl.from_, topo.node(node_name).ip, sp.nodePort, proto, cands)
+    if via == "externalIP":
+        if not svc.externalIPs:
+            bad("to.via", f"service {key} has no externalIPs")
+            return None
+        return ResolvedFlow(fl, fl.from_, svc.externalIPs[0], sp.port, proto, cands)
+    # loadBalancer: kube-proxy's own LB IP first, else an external load balancer in front of it
+    if svc.loadBalancerIPs:
+        return ResolvedFlow(fl, fl.from_, svc.loadBalancerIPs[0], sp.port, proto, cands)
+    lb = next((e for e in topo.externals if e.role == "loadbalancer" and key in e.backends), None)
+    if lb is None or lb.vip is None:
+        bad("to.via", f"service {key} has no loadBalancerIPs and no external with role: loadbalancer, "
+                      f"backends: [{key}]; add one of them")
+        return None
+    return ResolvedFlow(fl, fl.from_, lb.vip, sp.port, proto, cands)
+
+
+def _proto(p: str) -> Literal["TCP", "UDP"]:
+    return "UDP" if p == "UDP" else "TCP"
+
+
+def _backends(topo: Topology, svc: Any) -> tuple[str, ...]:
+    from kpemu.model.validate import selected_pods
+
+    if svc.selector is not None:
+        return tuple(p.name for p in selected_pods(topo, svc))
+    ips = {e.ip for e in svc.endpoints or []}
+    return tuple(p.name for p in topo.pods if p.ip in ips)
+
+
+def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]:
+    """Cross-field checks: flow names exist and are unique, hop points and backends exist."""
+    from kpemu.plan.fabric import plan_fabric
+
+    problems: list[Problem] = []
+    names = [f.name for f in spec.flows]
+    for i, n in enumerate(names):
+        if names.index(n) != i:
+            problems.append(Problem(file, f"flows[{i}].name", f"flow {n!r} is defined twice"))
+    points = {f"{i.member}/{i.name}" for i in plan_fabric(topo).interfaces}
+    pods = {p.name for p in topo.pods}
+    for i, e in enumerate(spec.expect):
+        base = f"expect[{i}]"
+        if e.flow not in names:
+            problems.append(Problem(file, f"{base}.flow", f"unknown flow {e.flow!r}; expected one of {names}"))
+        for j, b in enumerate(e.backends or []):
+            if b not in pods:
+                problems.append(Problem(file, f"{base}.backends[{j}]", f"unknown pod {b!r}; expected pods of the "
+                                                                      f"topology: {sorted(pods)}"))
+        for j, h in enumerate(e.hops):
+            if h.at not in points:
+                problems.append(Problem(file, f"{base}.hops[{j}].at", f"no capture point {h.at!r}; expected "
+                                                                      f"member/interface, one of {sorted(points)}"))
+            if h.outer not in (None, "vxlan", "ipip", "none"):
+                problems.append(Problem(file, f"{base}.hops[{j}].outer", "expected vxlan, ipip or none"))
+        for j, r in enumerate(e.rules):
+            if r.node not in {n.name for n in topo.nodes}:
+                problems.append(Problem(file, f"{base}.rules[{j}].node", f"unknown node {r.node!r}; expected one "
+                                                                        f"of {sorted(n.name for n in topo.nodes)}"))
+        if e.golden is not None and not isinstance(e.golden, bool) and Path(str(e.golden)).is_absolute():
+            problems.append(Problem(file, f"{base}.golden", "expected a directory relative to the scenario file"))
+    return problems
+

@@ -1,0 +1,1 @@
+"""Renderers (pure): hop tables, report.md, hops.json, the terminal summary, `kpemu inspect`."""

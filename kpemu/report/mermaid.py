@@ -1,0 +1,74 @@
+"""Mermaid sequence diagrams of a flow (pure): participants are the hops, messages the packet
+with its tuple, notes what changed it (and the rule or IPVS decision that did).
+
+Works on a flow of hops.json (DESIGN.md section 5), so it renders saved runs too.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def participant_id(point: str) -> str:
+    """A Mermaid-safe identifier for a capture point ("web-0/eth0" -> "web_0_eth0")."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", point)
+
+
+def hop_point(hop: dict) -> str:
+    return f"{hop.get('member') or hop.get('node')}/{hop.get('interface')}"
+
+
+def tuple_text(hop: dict) -> str:
+    """"10.242.72.50:34410 > 192.168.1.100:30080 [S]" (+ outer header when tunnelled)."""
+    def ep(ip: object, port: object) -> str:
+        return f"{ip}:{port}" if port is not None else str(ip)
+
+    out = f"{ep(hop.get('src'), hop.get('sport'))} > {ep(hop.get('dst'), hop.get('dport'))}"
+    if hop.get("flags"):
+        out += f" [{hop['flags']}]"
+    o = hop.get("outer")
+    if o:
+        vni = f" vni {o.get('vni')}" if o.get("vni") is not None else ""
+        out += f" in {o.get('type')}{vni} {o.get('src')} > {o.get('dst')}"
+    return out
+
+
+def change_text(ch: dict) -> str:
+    """"DNAT dst 10.96.0.10:80 -> 10.244.1.5:80: DNAT by KUBE-SEP-... (default/web:http)"."""
+    if ch.get("field") == "outer":
+        base = f"{ch.get('kind')}"
+    else:
+        base = f"{ch.get('kind')} {ch.get('field')} {ch.get('from')} -> {ch.get('to')}"
+    by = [b for b in ch.get("by") or [] if b]
+    return base + (": " + "; ".join(by) if by else "")
+
+
+def _esc(text: str) -> str:
+    # Mermaid ends a message at a newline and treats ';' and '#' specially
+    return text.replace(";", ",").replace("#", "").replace("\n", " ")
+
+
+def sequence_diagram(flow: dict) -> str:
+    """The Mermaid `sequenceDiagram` source of one flow of hops.json."""
+    hops = flow.get("hops") or []
+    lines = ["sequenceDiagram", f"    title {_esc(flow.get('name', 'flow'))}: {_esc(str(flow.get('from')))}"
+                                 f" -> {_esc(str(flow.get('to')))}"]
+    seen: list[str] = []
+    for h in hops:
+        p = hop_point(h)
+        if p not in seen:
+            seen.append(p)
+            lines.append(f"    participant {participant_id(p)} as {p}")
+    prev = None
+    for h in hops:
+        cur = participant_id(hop_point(h))
+        if prev is not None and prev.get("direction") != h.get("direction"):
+            lines.append(f"    Note over {cur}: reply")
+        frm = participant_id(hop_point(prev)) if prev is not None and prev.get("direction") == h.get("direction") \
+            else cur
+        arrow = "->>" if h.get("direction") != "reply" else "-->>"
+        lines.append(f"    {frm}{arrow}{cur}: {_esc(tuple_text(h))}")
+        for ch in h.get("changed_by") or []:
+            lines.append(f"    Note over {cur}: {_esc(change_text(ch))}")
+        prev = h
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,26 @@
+"""The hop table rows shared by every renderer (pure): hop, where, src, dst, what changed, by."""
+
+from __future__ import annotations
+
+from kpemu.analyse.ledger import Hop
+
+HEADERS = ("hop", "where", "src", "dst", "what changed", "by")
+
+
+def hop_rows(hops: list[Hop]) -> list[tuple[str, str, str, str, str, str]]:
+    """One row per hop; request hops numbered 1.., reply hops r1.."""
+    rows = []
+    n = {"request": 0, "reply": 0}
+    for h in hops:
+        n[h.direction] += 1
+        num = f"{n[h.direction]}" if h.direction == "request" else f"r{n[h.direction]}"
+        flags = f" [{h.pkt.flags}]" if h.pkt.flags else f" ({h.pkt.proto})"
+        src, dst = h.src, h.dst + flags
+        if h.pkt.outer:
+            o = h.pkt.outer
+            vni = f" vni {o.vni}" if o.vni is not None else ""
+            dst += f" in {o.type}{vni} {o.src} > {o.dst}"
+        what = "; ".join(c.describe() for c in h.changed_by)
+        by = ", ".join(sorted({(c.node or "?") + (f": {', '.join(c.by)}" if c.by else "") for c in h.changed_by}))
+        rows.append((num, h.point, src, dst, what, by))
+    return rows

@@ -1,0 +1,270 @@
+"""`kpemu run` on this kernel: deploy, serve, capture, send, collect, destroy, then explain and check.
+
+The lab is destroyed on every path out of `run_scenario`, including Ctrl-C and SIGTERM (turned
+into KeyboardInterrupt while a run is in progress). Everything after destroy is pure analysis of
+the files the run left in the output directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kpemu import lab
+from kpemu.analyse.expect import Check, check_flow, check_goldens, fixed_ports, write_goldens
+from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
+from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
+from kpemu.capture import snapshot
+from kpemu.capture.points import capture_file_stem, capture_points, point_name
+from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
+from kpemu.model.scenario import Scenario
+from kpemu.plan.fabric import plan_fabric
+from kpemu.plan.types import Interface, Plan
+from kpemu.report.markdown import render_markdown
+from kpemu.traffic.procs import stop_processes
+from kpemu.traffic.runner import FlowResult, run_flow, start_servers
+
+
+@dataclass
+class RunResult:
+    """What one scenario run produced."""
+
+    name: str
+    out_dir: Path
+    runtime: str
+    reason: str
+    seconds: float
+    ledgers: list[FlowLedger] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    hops: dict[str, Any] = field(default_factory=dict)
+    goldens_written: list[Path] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+
+@dataclass
+class Collected:
+    """Raw material gathered while the lab was up."""
+
+    results: dict[str, FlowResult] = field(default_factory=dict)
+    conntrack: dict[str, str] = field(default_factory=dict)  # member -> conntrack -L text
+    ipvs: dict[str, str] = field(default_factory=dict)  # node -> ipvsadm -Lnc text
+    points: list[Interface] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt for the duration (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while cleaning up, so a second Ctrl-C cannot leave the lab half-removed."""
+    sigs = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _warm_scapy() -> threading.Thread:
+    """Import scapy in the background while the lab runs (it takes about a second)."""
+
+    def imp() -> None:
+        with contextlib.suppress(Exception):
+            import scapy.layers.inet
+            import scapy.layers.vxlan  # noqa: F401
+
+    t = threading.Thread(target=imp, daemon=True)
+    t.start()
+    return t
+
+
+def prepare_out(out: Path) -> None:
+    """Empty the run directory's generated parts (keeps anything else a user put there)."""
+    for sub in ("pcaps", "capture", "rules"):
+        shutil.rmtree(out / sub, ignore_errors=True)
+    for f in ("report.md", "hops.json"):
+        (out / f).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path) -> Collected:
+    """Servers, captures, flows, kernel state; stops what it started."""
+    topo = sc.topology
+    col = Collected(points=capture_points(plan, topo, sc.flows))
+    nodes = {n.name: state.members[n.name] for n in topo.nodes}
+    snapshot.save_rules(nodes, topo.kubeProxy.backend, topo.kubeProxy.mode == "ipvs", out / "rules")
+    servers = []
+    caps = []
+    try:
+        servers = start_servers(topo, state.members)
+        caps = start_captures(col.points, out / "pcaps")
+        for flow in sc.flows:
+            col.results[flow.flow.name] = run_flow(flow, state.members)
+        time.sleep(sc.spec.settle)
+        nat_members = list(nodes) + [e.name for e in topo.externals if e.role == "loadbalancer"]
+        for m in nat_members:
+            col.conntrack[m] = snapshot.conntrack_text(state.members[m])
+        if topo.kubeProxy.mode == "ipvs":
+            for n, ns in nodes.items():
+                col.ipvs[n] = snapshot.ipvs_connections_text(ns)
+    finally:
+        stop_captures(caps)
+        stop_processes(servers)
+    render_text(caps, out / "capture")
+    return col
+
+
+def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
+    """PointInfo for every capture point (which node a pod's interface lives on, etc.)."""
+    kinds = {ns.name: ns for ns in plan.namespaces}
+    out = {}
+    for i in points:
+        ns = kinds[i.ns]
+        node = ns.member if ns.kind == "node" else ns.node
+        out[point_name(i)] = PointInfo(point_name(i), i.ns, i.member, i.name, node, ns.kind)
+    return out
+
+
+def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens: bool,
+            runtime: str, reason: str) -> tuple[list[FlowLedger], list[Check], dict[str, Any], list[Path]]:
+    """Ledger, checks and hops.json from the run directory's files (pure apart from reading/writing them)."""
+    from kpemu.capture.pcap import read_pcap
+
+    infos = point_infos(plan, col.points)
+    packets = []
+    for i in col.points:
+        packets += read_pcap(out / "pcaps" / f"{capture_file_stem(i)}.pcap", point_name(i))
+    conntrack = {m: parse_conntrack(t) for m, t in col.conntrack.items()}
+    ipvs = {n: parse_ipvs_connections(t) for n, t in col.ipvs.items()}
+    ledgers: list[FlowLedger] = []
+    for flow in sc.flows:
+        res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
+        fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,
+                               res.connections, packets, infos)
+        attach_state(fl, conntrack, ipvs)
+        ledgers.append(fl)
+    by_name = {fl.name: fl for fl in ledgers}
+    checks: list[Check] = []
+    ports = fixed_ports(sc.topology)
+    texts = {}
+    for i in col.points:
+        txt = out / "capture" / f"{capture_file_stem(i)}.txt"
+        texts[f"{i.member}_{i.name}"] = txt.read_text() if txt.exists() else ""
+    rules_text = {f.name: f.read_text() for f in (out / "rules").glob("*.*")} if (out / "rules").is_dir() else {}
+    written: list[Path] = []
+    for exp in sc.spec.expect:
+        checks += check_flow(exp, by_name[exp.flow], rules_text)
+        gdir = sc.golden_dir(exp)
+        if gdir is not None:
+            if update_goldens:
+                written += write_goldens(gdir, texts, ports)
+            checks += check_goldens(exp.flow, gdir, texts, ports)
+    for fl in ledgers:
+        res = col.results.get(fl.name)
+        if res is not None and not res.connections:
+            checks.append(Check(fl.name, "client", False, "one result per connection",
+                                res.stderr or "the client reported nothing"))
+    flows_ok = {fl.name: all(c.ok for c in checks if c.flow == fl.name) for fl in ledgers}
+    hops = {"scenario": sc.name, "runtime": runtime, "reason": reason, "kernel": os.uname().release,
+            "ok": all(c.ok for c in checks),
+            "flows": [hops_json(fl, flows_ok[fl.name]) for fl in ledgers],
+            "checks": [c.to_json() for c in checks]}
+    return ledgers, checks, hops, written
+
+
+def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
+                 reason: str = "") -> RunResult:
+    """Run one scenario on this kernel and write report.md, hops.json, pcaps/, capture/, rules/ to `out`."""
+    lab.require_root()
+    started = time.perf_counter()
+    warm = _warm_scapy()
+    prepare_out(out)
+    plan = plan_fabric(sc.topology)
+    with sigterm_as_interrupt():
+        state = lab.deploy(sc.topology, source=str(sc.path), plan=plan)
+        try:
+            col = _traffic(sc, plan, state, out)
+        finally:
+            with signals_blocked():
+                lab.destroy(state.lab)
+    warm.join(timeout=10)
+    ledgers, checks, hops, written = analyse(sc, plan, col, out, update_goldens, runtime, reason)
+    seconds = time.perf_counter() - started
+    hops["seconds"] = round(seconds, 3)
+    (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
+    (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], ledgers, checks,
+                                                   seconds))
+    return RunResult(sc.name, out, runtime, reason, seconds, ledgers, checks, hops, written)
+
+
+def out_dir_for(out: str | None, name: str, several: bool) -> Path:
+    """Where one scenario's files go: --out itself for one scenario, --out/<name> for several."""
+    if out is None:
+        return Path("runs") / name
+    return Path(out) / name if several else Path(out)
+
+
+def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tuple[str, str]]:
+    """(runtime, reason) per scenario. Probes this kernel once, only when it has to decide."""
+    req = requested or os.environ.get("KPEMU_RUNTIME") or "auto"
+    if os.environ.get("KPEMU_IN_GUEST") == "1":
+        return [("host", "already inside the guest kernel")] * len(scenarios)
+    if req == "host":
+        return [("host", "--runtime host: this kernel, as asked")] * len(scenarios)
+    try:
+        from kpemu.runtime import choose_runtime
+    except ImportError:  # no guest runtime in this build: the host is all there is
+        if req == "vm":
+            from kpemu.errors import EnvironmentProblem
+
+            raise EnvironmentProblem("--runtime vm: this build has no guest runtime (kpemu.runtime)",
+                                     "use --runtime host") from None
+        return [("host", "no guest runtime available; using this kernel")] * len(scenarios)
+    caps = None
+    if req == "auto":
+        from kpemu.kernel.probe import probe
+
+        caps = probe(kvm=False)
+    return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps) for sc in scenarios]
+
+
+def guest_argv(files: list[str], out: str | None, update_goldens: bool) -> list[str]:
+    """The `kpemu run` command line the guest runs for scenarios that need its kernel."""
+    import sys
+
+    argv = [sys.executable, "-m", "kpemu.cli", "run", *files, "--runtime", "host"]
+    if out is not None:
+        argv += ["--out", out]
+    if update_goldens:
+        argv.append("--update-goldens")
+    return argv

@@ -1,0 +1,107 @@
+"""The client a flow runs in its source namespace: N sequential connections, one JSON line each.
+
+`python -m kpemu.traffic.client --flow F --dst IP --port P --proto tcp --connections N --timeout T`
+
+Every connection is bounded by `--timeout`; the client binds its socket before connecting so the
+local port is known even when the connection fails (the ledger finds the SYN by it).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import socket
+import sys
+import time
+
+from kpemu.traffic.markers import parse_reply, request_marker
+
+
+def _tcp(dst: str, port: int, marker: str, timeout: float) -> dict:
+    out: dict = {"connected": False, "reply": None, "backend": None, "outcome": "dropped"}
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", 0))
+    out["sport"] = s.getsockname()[1]
+    s.settimeout(timeout)
+    try:
+        s.connect((dst, port))
+        out["connected"] = True
+        s.sendall((marker + "\n").encode())
+        buf = b""
+        while b"\n" not in buf and len(buf) < 512:
+            chunk = s.recv(512)
+            if not chunk:
+                break
+            buf += chunk
+        _reply(out, buf)
+    except ConnectionRefusedError:
+        out["outcome"] = "refused"
+    except TimeoutError:
+        out["outcome"] = "dropped" if not out["connected"] else "no-reply"
+    except OSError as e:
+        out["outcome"] = "unreachable" if e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH) else "error"
+        out["error"] = str(e)
+    finally:
+        s.close()
+    return out
+
+
+def _udp(dst: str, port: int, marker: str, timeout: float) -> dict:
+    out: dict = {"connected": False, "reply": None, "backend": None, "outcome": "dropped"}
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("0.0.0.0", 0))
+    out["sport"] = s.getsockname()[1]
+    s.settimeout(timeout)
+    try:
+        s.connect((dst, port))
+        s.send((marker + "\n").encode())
+        _reply(out, s.recv(512))
+        out["connected"] = out["outcome"] == "reply"
+    except ConnectionRefusedError:
+        out["outcome"] = "refused"
+    except TimeoutError:
+        out["outcome"] = "dropped"
+    except OSError as e:
+        out["outcome"] = "error"
+        out["error"] = str(e)
+    finally:
+        s.close()
+    return out
+
+
+def _reply(out: dict, buf: bytes) -> None:
+    text = buf.decode(errors="replace").strip()
+    out["reply"] = text or None
+    parsed = parse_reply(text)
+    if parsed:
+        out["backend"] = parsed[1]
+        out["outcome"] = "reply"
+    else:
+        out["outcome"] = "no-reply"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the connections; print one JSON object per connection."""
+    ap = argparse.ArgumentParser(prog="kpemu.traffic.client")
+    ap.add_argument("--flow", required=True)
+    ap.add_argument("--dst", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--proto", choices=["tcp", "udp"], default="tcp")
+    ap.add_argument("--connections", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=2.0)
+    args = ap.parse_args(argv)
+    run = _tcp if args.proto == "tcp" else _udp
+    for i in range(max(1, min(args.connections, 64))):
+        marker = request_marker(args.flow, i)
+        started = time.monotonic()
+        res = run(args.dst, args.port, marker, args.timeout)
+        res.update(index=i, marker=marker, duration=round(time.monotonic() - started, 6))
+        print(json.dumps(res), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
