@@ -9,7 +9,6 @@ lines, so generated and observed rules can be compared structurally.
 from __future__ import annotations
 
 import re
-
 import shlex
 from dataclasses import dataclass, field
 from functools import cached_property

@@ -1,0 +1,509 @@
+"""The model oracle (pure): walk kube-proxy's generated rules for one packet, without a kernel.
+
+As kube-proxy's own unit tests do (pkg/proxy/iptables/proxier_test.go `tracePacket`), a packet
+(source, protocol, destination, port) is walked through the netfilter hooks of one node: nat
+PREROUTING (or OUTPUT for a locally generated packet), routing (INPUT when the destination,
+after DNAT, is local to the node, else FORWARD), the filter chains, then nat POSTROUTING. Every
+`-m statistic` rule splits the walk, so the result lists *all* outcomes with their probabilities:
+the endpoint set, the DNAT targets, whether the masquerade mark is set and MASQUERADE applies.
+
+IPVS mode: ipset membership drives the `-m set` matches and, when the destination is a virtual
+server local to the node, IPVS picks one real server (every real server is an outcome).
+
+`compare_paths` checks a kernel trace (kpemu.analyse.attribution) against the outcomes; any
+difference is reported as "model vs kernel".
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from kpemu.proxy.rules import BUILTIN_CHAINS, Rule, RuleSet
+
+LOCALHOST = ipaddress.IPv4Network("127.0.0.0/8")
+_TERMINAL = {"ACCEPT", "DROP", "REJECT", "DNAT", "SNAT", "MASQUERADE", "REDIRECT"}
+_MAX_DEPTH = 32
+
+
+@dataclass(frozen=True)
+class Packet:
+    """The first packet of a connection as it enters the node (or leaves a local process)."""
+
+    src: str
+    dst: str
+    dport: int
+    proto: str = "tcp"
+    sport: int = 40000
+    origin: str = "remote"  # remote: arrives on an interface (PREROUTING); local: a node process (OUTPUT)
+    mark: int = 0
+    bridged: bool = False  # seen through br_netfilter (physdev --physdev-is-in true)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rule that matched (or a built-in chain's policy, `rule` None) in table/chain."""
+
+    table: str
+    chain: str
+    rule: Rule | None
+    verdict: str  # JUMP:<chain> | RETURN | ACCEPT | DNAT | MASQUERADE | MARK | DROP | REJECT | CONTINUE | POLICY
+
+    @property
+    def target(self) -> str | None:
+        return self.rule.target if self.rule else None
+
+    def text(self) -> str:
+        """`-A CHAIN args` (restore form) or `CHAIN policy ACCEPT`."""
+        return self.rule.restore_line() if self.rule else f"{self.chain} policy ACCEPT"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One possible path of the packet through the node, with its probability."""
+
+    probability: float
+    steps: tuple[Step, ...]
+    hooks: tuple[str, ...]
+    verdict: str  # ACCEPT | DROP | REJECT
+    dnat: str | None = None  # "ip:port" set by DNAT (or IPVS)
+    endpoint_chain: str | None = None  # the KUBE-SEP chain that did the DNAT
+    mark: int = 0  # the skb mark when it reached POSTROUTING (before the xor)
+    marked_masq: bool = False  # KUBE-MARK-MASQ ran
+    masquerade: bool = False  # a MASQUERADE rule matched in POSTROUTING
+    masquerade_chain: str | None = None
+    ipvs: str | None = None  # "TCP vip:port rr -> rip:port" when IPVS chose the real server
+
+    @property
+    def chains(self) -> list[str]:
+        """Chains the packet entered, in order, without repeats."""
+        out: list[str] = []
+        for s in self.steps:
+            if s.chain not in out:
+                out.append(s.chain)
+        return out
+
+    def kube_path(self) -> list[tuple[str, str, str | None]]:
+        """(table, chain, target) of the matched kube-proxy rules (what a kernel trace must show)."""
+        return [(s.table, s.chain, s.target) for s in self.steps if s.rule is not None and _is_kube(s)]
+
+
+@dataclass
+class Prediction:
+    """Every outcome of a packet on one node, and what they have in common."""
+
+    packet: Packet
+    node: str
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def endpoints(self) -> dict[str, float]:
+        """DNAT target -> total probability ("ip:port"; IPVS real servers too)."""
+        out: dict[str, float] = {}
+        for o in self.outcomes:
+            if o.dnat:
+                out[o.dnat] = out.get(o.dnat, 0.0) + o.probability
+        return out
+
+    @property
+    def endpoint_chains(self) -> dict[str, float]:
+        """KUBE-SEP chain -> total probability."""
+        out: dict[str, float] = {}
+        for o in self.outcomes:
+            if o.endpoint_chain:
+                out[o.endpoint_chain] = out.get(o.endpoint_chain, 0.0) + o.probability
+        return out
+
+    @property
+    def verdicts(self) -> set[str]:
+        return {o.verdict for o in self.outcomes}
+
+    @property
+    def masquerade(self) -> bool | None:
+        """True/False when every outcome agrees, None when it depends on the endpoint chosen."""
+        vals = {o.masquerade for o in self.outcomes}
+        return vals.pop() if len(vals) == 1 else None
+
+    @property
+    def marked(self) -> bool | None:
+        vals = {o.marked_masq for o in self.outcomes}
+        return vals.pop() if len(vals) == 1 else None
+
+    def outcome_for(self, dnat: str) -> Outcome | None:
+        """The outcome that DNATs to `dnat` (the backend that answered)."""
+        return next((o for o in self.outcomes if o.dnat == dnat), None)
+
+
+@dataclass(frozen=True)
+class _State:
+    pkt: Packet
+    dst: str
+    dport: int
+    src: str
+    mark: int
+    steps: tuple[Step, ...] = ()
+    dnat: str | None = None
+    sep: str | None = None
+    marked: bool = False
+    masq: bool = False
+    masq_chain: str | None = None
+    ipvs: str | None = None
+    post_mark: int = 0
+
+
+@dataclass(frozen=True)
+class IpvsModel:
+    """IPVS-mode extras: ipset members by set name (with types) and virtual servers."""
+
+    sets: Mapping[str, tuple[str, tuple[str, ...]]]  # name -> (type, members)
+    virtual_servers: tuple = ()  # kpemu.proxy.ipvsadm_text.VirtualServer
+
+
+def _is_kube(s: Step) -> bool:
+    t = s.target or ""
+    return s.chain.startswith("KUBE-") or t.startswith("KUBE-")
+
+
+# -- matching --------------------------------------------------------------------------------------
+def _in(addr: str, net: str) -> bool:
+    return ipaddress.IPv4Address(addr) in ipaddress.ip_network(net, strict=False)
+
+
+def _mark_match(value: str, mark: int) -> bool:
+    v, _, m = value.partition("/")
+    mask = int(m, 0) if m else 0xFFFFFFFF
+    return (mark & mask) == int(v, 0)
+
+
+def _set_key_match(set_type: str, members: Iterable[str], flags: str, st: _State) -> bool:
+    parts = []
+    for f in flags.split(","):
+        parts.append(st.src if f == "src" else st.dst)
+    proto = st.pkt.proto
+    kinds = set_type.split(":", 1)[1].split(",")
+    if set_type.startswith("bitmap:port"):
+        return str(st.dport) in set(members)
+    for m in members:
+        fields = m.split(",")
+        if len(fields) != len(kinds):
+            continue
+        ok = True
+        for i, (kind, want) in enumerate(zip(kinds, fields, strict=True)):
+            have = parts[i] if i < len(parts) else None
+            if kind == "ip":
+                ok = have == want
+            elif kind == "port":
+                # the port of an ip,port set follows the ip's direction; kube-proxy only uses dst
+                p = st.dport if flags.split(",")[min(i, len(flags.split(",")) - 1)] == "dst" else st.pkt.sport
+                ok = want == f"{proto}:{p}"
+            elif kind == "net":
+                ok = have is not None and _in(have, want)
+            if not ok:
+                break
+        if ok:
+            return True
+    return False
+
+
+def _match(rule: Rule, st: _State, local: set[str], ipvs: IpvsModel | None) -> float:
+    """Probability that `rule` matches the packet in state `st` (0, 1, or a statistic's p)."""
+    p = rule.parsed
+    for o in p.base:
+        v = o.values[0] if o.values else ""
+        if o.name == "-s":
+            ok = _in(st.src, v)
+        elif o.name == "-d":
+            ok = _in(st.dst, v)
+        elif o.name == "-p":
+            ok = v == st.pkt.proto
+        else:  # -i/-o: kube-proxy's rules do not use them; assume they match
+            ok = True
+        if ok == o.negated:
+            return 0.0
+    prob = 1.0
+    states = {"NEW"} | ({"DNAT"} if st.dnat else set())
+    for m in p.matches:
+        for o in m.options:
+            v = o.values[0] if o.values else ""
+            ok = True
+            if m.module in ("tcp", "udp", "sctp") or m.implicit:
+                if o.name == "--dport":
+                    ok = st.dport == int(v)
+                elif o.name == "--sport":
+                    ok = st.pkt.sport == int(v)
+            elif m.module == "addrtype":
+                addr = st.src if o.name == "--src-type" else st.dst
+                is_local = addr in local or _in(addr, str(LOCALHOST))
+                ok = is_local if v == "LOCAL" else not is_local
+            elif m.module == "mark" and o.name == "--mark":
+                ok = _mark_match(v, st.mark)
+            elif m.module == "conntrack" and o.name == "--ctstate":
+                ok = bool(states & set(v.split(",")))
+            elif m.module == "statistic" and o.name == "--probability":
+                prob *= float(v)
+                continue
+            elif m.module == "recent" and o.name in ("--rcheck", "--update"):
+                ok = False  # a first connection: no affinity entry yet
+            elif m.module == "physdev" and o.name == "--physdev-is-in":
+                ok = st.pkt.bridged
+            elif m.module == "set" and o.name == "--match-set":
+                name, flags = o.values[0], o.values[1] if len(o.values) > 1 else "dst"
+                if ipvs is None or name not in ipvs.sets:
+                    ok = False
+                else:
+                    stype, members = ipvs.sets[name]
+                    ok = _set_key_match(stype, members, flags, st)
+            elif m.module == "ipvs":
+                ok = False
+            if ok == o.negated:
+                return 0.0
+    return prob
+
+
+def _apply_mark(rule: Rule, mark: int) -> int:
+    for o in rule.parsed.target_options:
+        v = o.values[0] if o.values else "0"
+        if o.name == "--or-mark":
+            mark |= int(v, 0)
+        elif o.name == "--xor-mark":
+            mark ^= int(v, 0)
+        elif o.name == "--and-mark":
+            mark &= int(v, 0)
+        elif o.name in ("--set-xmark", "--set-mark"):
+            val, _, m = v.partition("/")
+            mask = int(m, 0) if m else 0xFFFFFFFF
+            mark = (mark & ~mask) ^ int(val, 0) if o.name == "--set-xmark" else (mark & ~mask) | int(val, 0)
+    return mark & 0xFFFFFFFF
+
+
+# -- walking ---------------------------------------------------------------------------------------
+class _Walker:
+    def __init__(self, rs: RuleSet, local: set[str], ipvs: IpvsModel | None):
+        self.rs, self.local, self.ipvs = rs, local, ipvs
+
+    def chain(self, table: str, chain: str, st: _State, prob: float,
+              depth: int = 0) -> list[tuple[float, _State, str]]:
+        """Walk one chain: [(probability, state, verdict)], verdict RETURN when it falls through."""
+        if depth > _MAX_DEPTH:
+            raise ValueError(f"rule loop in {table}/{chain}")
+        rules = self.rs.rules(table, chain)
+        return self._from(table, chain, rules, 0, st, prob, depth)
+
+    def _from(self, table: str, chain: str, rules: list[Rule], i: int, st: _State, prob: float,
+              depth: int) -> list[tuple[float, _State, str]]:
+        out: list[tuple[float, _State, str]] = []
+        while i < len(rules):
+            rule = rules[i]
+            p = _match(rule, st, self.local, self.ipvs)
+            if p <= 0.0:
+                i += 1
+                continue
+            if p < 1.0:  # statistic: the "no match" branch continues with the next rule
+                out += self._from(table, chain, rules, i + 1, st, prob * (1 - p), depth)
+                prob *= p
+            results = self._target(table, chain, rule, st, prob, depth)
+            cont = [(pr, s) for pr, s, v in results if v in ("CONTINUE", "RETURN-FROM-CALLEE")]
+            out += [(pr, s, v) for pr, s, v in results if v not in ("CONTINUE", "RETURN-FROM-CALLEE")]
+            if not cont:
+                return out
+            for pr, s in cont[1:]:
+                out += self._from(table, chain, rules, i + 1, s, pr, depth)
+            prob, st = cont[0]
+            i += 1
+        out.append((prob, st, "RETURN"))
+        return out
+
+    def _target(self, table: str, chain: str, rule: Rule, st: _State, prob: float,
+                depth: int) -> list[tuple[float, _State, str]]:
+        t = rule.target
+        step = lambda verdict: (*st.steps, Step(table, chain, rule, verdict))  # noqa: E731
+        if t is None or t in ("TRACE", "LOG", "NFLOG"):
+            return [(prob, replace(st, steps=step("CONTINUE")), "CONTINUE")]
+        if t == "MARK":
+            return [(prob, replace(st, steps=step("MARK"), mark=_apply_mark(rule, st.mark)), "CONTINUE")]
+        if t == "RETURN":
+            return [(prob, replace(st, steps=step("RETURN")), "RETURN")]
+        if t == "DNAT":
+            to = rule.parsed.dnat_to or ""
+            ip, _, port = to.partition(":")
+            s = replace(st, steps=step("DNAT"), dnat=to, sep=chain, dst=ip, dport=int(port) if port else st.dport)
+            return [(prob, s, "ACCEPT")]
+        if t in ("MASQUERADE", "SNAT"):
+            return [(prob, replace(st, steps=step(t), masq=True, masq_chain=chain), "ACCEPT")]
+        if t in _TERMINAL:
+            return [(prob, replace(st, steps=step(t)), t)]
+        # a user chain
+        s = replace(st, steps=step(f"JUMP:{t}"), marked=st.marked or t == "KUBE-MARK-MASQ")
+        out = []
+        for pr, s2, v in self.chain(table, t, s, prob, depth + 1):
+            out.append((pr, s2, "RETURN-FROM-CALLEE" if v == "RETURN" else v))
+        return out
+
+    def builtin(self, table: str, chain: str, states: list[tuple[float, _State]]) -> list[tuple[float, _State, str]]:
+        """Walk a built-in chain for each state; a fall-through takes the policy (ACCEPT)."""
+        out = []
+        for prob, st in states:
+            if table not in self.rs.tables or chain not in self.rs.tables[table].chains:
+                out.append((prob, st, "ACCEPT"))
+                continue
+            for pr, s, v in self.chain(table, chain, st, prob):
+                if v == "RETURN":
+                    s = replace(s, steps=(*s.steps, Step(table, chain, None, "POLICY")))
+                    v = "ACCEPT"
+                out.append((pr, s, v))
+        return out
+
+
+def _hook(w: _Walker, hook: str, tables: tuple[str, ...], states: list[tuple[float, _State]],
+          done: list[tuple[float, _State, str, tuple[str, ...]]], hooks: dict[int, tuple[str, ...]]) -> list:
+    for table in tables:
+        if table not in BUILTIN_CHAINS or hook not in BUILTIN_CHAINS[table]:
+            continue
+        res = w.builtin(table, hook, states)
+        states = []
+        for pr, s, v in res:
+            if v in ("DROP", "REJECT"):
+                done.append((pr, s, v, hooks.get(id(s), ())))
+            else:
+                states.append((pr, s))
+    return states
+
+
+def predict(rs: RuleSet, pkt: Packet, local: Iterable[str], node: str = "",
+            ipvs: IpvsModel | None = None) -> Prediction:
+    """All outcomes of `pkt` on a node with rule set `rs` whose own addresses are `local`."""
+    local_set = set(local)
+    w = _Walker(rs, local_set, ipvs)
+    st = _State(pkt, pkt.dst, pkt.dport, pkt.src, pkt.mark)
+    done: list[tuple[float, _State, str, tuple[str, ...]]] = []
+    pre = "OUTPUT" if pkt.origin == "local" else "PREROUTING"
+    states = _hook(w, pre, ("raw", "mangle", "nat"), [(1.0, st)], done, {})
+    if pkt.origin == "local":
+        states = _hook(w, "OUTPUT", ("filter",), states, done, {})
+    finals: list[tuple[float, _State, tuple[str, ...]]] = []
+    for prob, s in states:
+        to_local = s.dst in local_set or _in(s.dst, str(LOCALHOST))
+        if pkt.origin == "local":
+            path = [(prob, s)]
+            hooks = ("OUTPUT",)
+        elif to_local:
+            hooks = ("PREROUTING", "INPUT")
+            path = _hook(w, "INPUT", ("mangle", "nat", "filter"), [(prob, s)], done, {})
+            path = _ipvs(path, ipvs)
+            if path and path[0][1].ipvs is None:  # delivered locally, nothing forwards it
+                finals += [(pr, x, hooks) for pr, x in path]
+                continue
+            hooks = (*hooks, "POSTROUTING")
+        else:
+            hooks = ("PREROUTING", "FORWARD", "POSTROUTING")
+            path = _hook(w, "FORWARD", ("mangle", "filter"), [(prob, s)], done, {})
+        for pr, x in path:
+            x = replace(x, post_mark=x.mark)
+            for pr2, y, _v in w.builtin("nat", "POSTROUTING", [(pr, x)]):
+                finals.append((pr2, y, hooks if pkt.origin != "local" else ("OUTPUT", "POSTROUTING")))
+    pred = Prediction(pkt, node)
+    for prob, s, v, _ in done:
+        pred.outcomes.append(_outcome(prob, s, v, ("PREROUTING",)))
+    for prob, s, hooks in finals:
+        pred.outcomes.append(_outcome(prob, s, "ACCEPT", hooks))
+    return pred
+
+
+def _ipvs(path: list[tuple[float, _State]], ipvs: IpvsModel | None) -> list[tuple[float, _State]]:
+    """IPVS in LOCAL_IN: a virtual server for (proto, dst, dport) picks each real server."""
+    if ipvs is None:
+        return path
+    out = []
+    for prob, s in path:
+        vs = next((v for v in ipvs.virtual_servers if v.protocol.lower() == s.pkt.proto
+                   and v.address == s.dst and v.port == s.dport), None)
+        if vs is None or not vs.real_servers:
+            out.append((prob, s))
+            continue
+        n = len(vs.real_servers)
+        for r in vs.real_servers:
+            to = f"{r.address}:{r.port}"
+            desc = f"IPVS {vs.scheduler} {vs.protocol} {vs.address}:{vs.port} -> {to}"
+            out.append((prob / n, replace(s, dnat=to, dst=r.address, dport=r.port, ipvs=desc)))
+    return out
+
+
+def _outcome(prob: float, s: _State, verdict: str, hooks: tuple[str, ...]) -> Outcome:
+    return Outcome(probability=round(prob, 10), steps=s.steps, hooks=hooks, verdict=verdict, dnat=s.dnat,
+                   endpoint_chain=s.sep, mark=s.post_mark or s.mark, marked_masq=s.marked, masquerade=s.masq,
+                   masquerade_chain=s.masq_chain, ipvs=s.ipvs)
+
+
+# -- convenience -----------------------------------------------------------------------------------
+def node_local_addresses(topo, node: str) -> set[str]:
+    """Addresses local to a node in the lab: its underlay IP and the CNI's addresses on it."""
+    import ipaddress as _ip
+
+    n = topo.node(node)
+    net = _ip.IPv4Network(n.podCIDR)
+    out = {n.ip, "127.0.0.1"}
+    if topo.cni == "calico-ipip":
+        out.add(n.tunnelIP or str(net.network_address + 1))
+    else:
+        out |= {str(net.network_address), str(net.network_address + 1)}
+    return out
+
+
+def predict_for_topology(topo, node: str, pkt: Packet, rs: RuleSet | None = None) -> Prediction:
+    """`predict` with the rules kpemu generates for `node` (iptables or IPVS mode)."""
+    from kpemu.proxy.save import ruleset_from_restore
+
+    local = node_local_addresses(topo, node)
+    if topo.kubeProxy.mode == "ipvs":
+        from kpemu.proxy.ipvs import ipvs_rules
+
+        state = ipvs_rules(topo, node)
+        model = IpvsModel({s.name: (s.type, s.members) for s in state.ipsets}, state.virtual_servers)
+        local |= set(state.bound_addresses) | set(state.node_addresses)
+        return predict(rs or ruleset_from_restore(state.restore_text()), pkt, local, node, model)
+    from kpemu.proxy.iptables import iptables_rules
+
+    return predict(rs or iptables_rules(topo, node), pkt, local, node)
+
+
+# -- model vs kernel -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Disagreement:
+    """The model's prediction and what the kernel did differ for one packet on one node."""
+
+    node: str
+    what: str
+    model: str
+    kernel: str
+
+    def describe(self) -> str:
+        return f"model vs kernel on {self.node}: {self.what}: model {self.model}; kernel {self.kernel}"
+
+
+def compare_paths(pred: Prediction, kernel_path: list[tuple[str, str, str | None]],
+                  kernel_dnat: str | None = None) -> list[Disagreement]:
+    """Compare the kube-proxy rules a kernel trace shows (table, chain, target) with the model.
+
+    The kernel took one path; it must be one of the model's outcomes (the one with the same DNAT
+    target when known). Returns [] when they agree.
+    """
+    cands = [o for o in pred.outcomes if kernel_dnat is None or o.dnat == kernel_dnat]
+    if not cands:
+        return [Disagreement(pred.node, "DNAT target", " or ".join(sorted(pred.endpoints)) or "no DNAT",
+                             kernel_dnat or "no DNAT")]
+    for o in cands:
+        if o.kube_path() == kernel_path:
+            return []
+    best = cands[0]
+    mp = best.kube_path()
+    for i in range(max(len(mp), len(kernel_path))):
+        a = mp[i] if i < len(mp) else None
+        b = kernel_path[i] if i < len(kernel_path) else None
+        if a != b:
+            return [Disagreement(pred.node, f"rule {i + 1} of the kube-proxy path", _fmt(a), _fmt(b))]
+    return []
+
+
+def _fmt(x: tuple[str, str, str | None] | None) -> str:
+    return "nothing" if x is None else f"{x[0]}/{x[1]} -j {x[2]}"

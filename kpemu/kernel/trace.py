@@ -1,0 +1,183 @@
+"""Trace one flow's packets through netfilter in node namespaces (effects).
+
+For each node namespace: raw-table TRACE rules (PREROUTING and OUTPUT) that match only the
+flow's packets and their replies (the original tuple, the tuple after DNAT to any candidate
+backend, and the reverse of both), each tagged with a `kpemu-trace:<tag>` comment so stopping
+removes exactly them; then `xtables-monitor --trace` in the namespace, confirmed subscribed to
+the nftables trace multicast group (NFNLGRP_NFTRACE) before any traffic is sent.
+
+TRACE with the nft backend sets `meta nftrace`, and every nftables chain the packet then
+traverses (iptables-nft's tables included) reports a trace event to the monitor. With the
+legacy backend TRACE logs through nf_log into the kernel log, which inside a non-initial
+namespace stays silent unless `net.netfilter.nf_log_all_netns` is set in the root namespace,
+which kpemu never touches: tracing therefore needs the nft backend (`kubeProxy.backend: nft`,
+the default); with legacy, `start_tracing` returns a session whose `unavailable` says so, and
+the counter deltas (kernel/counters.py) remain the attribution.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kpemu.errors import ApplyError
+from kpemu.kernel.netns import popen_in, run_in
+
+RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
+NETLINK_NETFILTER = 12
+NFNLGRP_NFTRACE_BIT = 1 << (9 - 1)  # groups bitmask in /proc/net/netlink
+CONFIRM_TIMEOUT = 3.0
+DRAIN_SECONDS = 0.15
+
+
+@dataclass(frozen=True)
+class FlowMatch:
+    """The tuples a flow's packets can carry: client -> service, and after DNAT -> backends."""
+
+    proto: str  # tcp | udp
+    client: str | None  # source address (None: any source)
+    dst: str
+    dport: int
+    backends: tuple[tuple[str, int], ...] = ()
+    tag: str = "flow"
+
+
+def trace_rule_args(m: FlowMatch) -> list[tuple[str, ...]]:
+    """The match arguments of the TRACE rules for one flow (pure; same rules for both chains)."""
+    p = m.proto.lower()
+    com = ("-m", "comment", "--comment", f"kpemu-trace:{m.tag}")
+    src = ("-s", m.client) if m.client else ()
+    back = ("-d", m.client) if m.client else ()
+    out = [
+        (*src, "-d", m.dst, "-p", p, "-m", p, "--dport", str(m.dport), *com, "-j", "TRACE"),
+        ("-s", m.dst, *back, "-p", p, "-m", p, "--sport", str(m.dport), *com, "-j", "TRACE"),
+    ]
+    for ip, port in m.backends:
+        # after DNAT (and SNAT on the way to another node) the source is no longer the client's
+        out.append(("-d", ip, "-p", p, "-m", p, "--dport", str(port), *com, "-j", "TRACE"))
+        out.append(("-s", ip, "-p", p, "-m", p, "--sport", str(port), *com, "-j", "TRACE"))
+    return out
+
+
+def trace_restore_text(m: FlowMatch, op: str = "-A") -> str:
+    """iptables-restore input adding (`-A`) or deleting (`-D`) the flow's TRACE rules."""
+    lines = ["*raw"]
+    for chain in ("PREROUTING", "OUTPUT"):
+        for args in trace_rule_args(m):
+            lines.append(" ".join([op, chain, *(f'"{a}"' if " " in a else a for a in args)]))
+    return "\n".join([*lines, "COMMIT"]) + "\n"
+
+
+@dataclass
+class TraceSession:
+    """Monitors running in node namespaces for one flow; `stop()` returns their output."""
+
+    match: FlowMatch
+    backend: str
+    nodes: dict[str, str]  # node -> netns
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
+    installed: list[str] = field(default_factory=list)
+    unavailable: str | None = None
+    output: dict[str, str] = field(default_factory=dict)
+    started_at: float = 0.0
+
+    def stop(self) -> dict[str, str]:
+        """Let the last events arrive, stop the monitors, remove the rules; node -> trace text."""
+        if self.procs:
+            time.sleep(DRAIN_SECONDS)
+        for node, proc in self.procs.items():
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=2)
+            path = self.files[node]
+            self.output[node] = path.read_text(errors="replace") if path.exists() else ""
+            path.unlink(missing_ok=True)
+        self.procs.clear()
+        text = trace_restore_text(self.match, "-D")
+        for node in list(self.installed):
+            run_in(self.nodes[node], [RESTORE[self.backend], "--noflush", "--wait"], input=text)
+            self.installed.remove(node)
+        return dict(self.output)
+
+    def __enter__(self) -> TraceSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _monitor_socket_ready(pid: int) -> bool:
+    """Whether process `pid` holds a NETLINK_NETFILTER socket subscribed to NFNLGRP_NFTRACE."""
+    try:
+        inodes = set()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+        rows = Path(f"/proc/{pid}/net/netlink").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    for row in rows:
+        f = row.split()
+        if len(f) >= 10 and f[1] == str(NETLINK_NETFILTER) and f[9] in inodes and int(f[3], 16) & NFNLGRP_NFTRACE_BIT:
+            return True
+    return False
+
+
+def start_tracing(nodes: dict[str, str], match: FlowMatch, backend: str = "nft") -> TraceSession:
+    """Install the flow's TRACE rules and start a confirmed monitor in every node namespace."""
+    session = TraceSession(match, backend, dict(nodes))
+    if backend != "nft":
+        session.unavailable = ("rule tracing needs the nft iptables backend (kubeProxy.backend: nft): with "
+                               "legacy, TRACE goes to the kernel log, which namespaces other than the root "
+                               "one do not reach; counter deltas are used instead")
+        return session
+    monitor = shutil.which("xtables-monitor") or shutil.which("xtables-nft-multi")
+    if monitor is None:
+        session.unavailable = "xtables-monitor is not installed (Debian package iptables)"
+        return session
+    argv = [monitor, "--trace"] if monitor.endswith("monitor") else [monitor, "xtables-monitor", "--trace"]
+    stdbuf = shutil.which("stdbuf")
+    if stdbuf:  # the monitor writes through stdio: line-buffer it so nothing is lost at SIGTERM
+        argv = [stdbuf, "-oL", *argv]
+    try:
+        add = trace_restore_text(match, "-A")
+        for node, ns in nodes.items():
+            res = run_in(ns, [RESTORE[backend], "--noflush", "--wait"], input=add)
+            if res.returncode != 0:
+                raise ApplyError(f"{ns}: could not add TRACE rules: {res.stderr.strip()}")
+            session.installed.append(node)
+        for node, ns in nodes.items():
+            fd, name = tempfile.mkstemp(prefix=f"kpemu-trace-{node}-", suffix=".txt")
+            session.files[node] = Path(name)
+            with os.fdopen(fd, "w") as out:
+                session.procs[node] = popen_in(ns, argv, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + CONFIRM_TIMEOUT
+        waiting = set(session.procs)
+        while waiting and time.monotonic() < deadline:
+            waiting = {n for n in waiting if not _monitor_socket_ready(session.procs[n].pid)}
+            if any(session.procs[n].poll() is not None for n in waiting):
+                break
+            if waiting:
+                time.sleep(0.01)
+        if waiting:
+            raise ApplyError(f"xtables-monitor did not start listening in {', '.join(sorted(waiting))} "
+                             f"within {CONFIRM_TIMEOUT}s")
+    except BaseException:
+        session.stop()
+        raise
+    session.started_at = time.time()
+    return session

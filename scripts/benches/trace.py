@@ -1,0 +1,62 @@
+"""Cost of rule tracing: N connections pod -> ClusterIP and external -> NodePort on a flannel lab,
+with and without xtables-monitor tracing (deploy/destroy timed separately, not per mode)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import yaml
+
+from kpemu import lab
+from kpemu.kernel import netns as nsmod
+from kpemu.kernel.trace import FlowMatch, start_tracing
+from kpemu.model import topology_from_data
+from kpemu.traffic.procs import stop_processes
+from kpemu.traffic.runner import start_servers
+from scripts.bench import ROOT
+
+CONNECTIONS = 5
+BACKENDS = (("10.244.0.2", 80), ("10.244.1.5", 80), ("10.244.1.6", 80))
+FLOWS = (("client-0", "10.244.0.3", "10.96.0.10", 80), ("client", "10.242.72.50", "192.168.1.100", 30080))
+
+
+def _flows(state: lab.LabState, nodes: dict[str, str], trace: bool) -> float:
+    t0 = time.perf_counter()
+    for member, client, dst, port in FLOWS:
+        session = start_tracing(nodes, FlowMatch("tcp", client, dst, port, BACKENDS, "bench")) if trace else None
+        try:
+            nsmod.run_in(state.members[member], [sys.executable, "-m", "kpemu.traffic.client", "--flow", "b",
+                                                 "--dst", dst, "--port", str(port), "--connections",
+                                                 str(CONNECTIONS), "--timeout", "2"], timeout=30)
+        finally:
+            if session:
+                session.stop()
+    return time.perf_counter() - t0
+
+
+def trace_cost() -> list[dict[str, object]]:
+    data = yaml.safe_load((ROOT / "topologies" / "flannel-vxlan.yaml").read_text())
+    data["name"] = "benchtrace"
+    topo = topology_from_data(data, "benchtrace.yaml")
+    lab.destroy(topo.name)
+    t0 = time.perf_counter()
+    state = lab.deploy(topo)
+    deploy = time.perf_counter() - t0
+    servers = []
+    try:
+        servers = start_servers(topo, state.members)
+        nodes = {n.name: state.members[n.name] for n in topo.nodes}
+        plain = _flows(state, nodes, False)
+        traced = _flows(state, nodes, True)
+    finally:
+        stop_processes(servers)
+        lab.destroy(topo.name)
+    n = len(FLOWS) * CONNECTIONS
+    return [{"name": "trace.deploy", "value": round(deploy, 3), "unit": "s"},
+            {"name": f"trace.flows_{n}_connections_without_tracing", "value": round(plain, 3), "unit": "s"},
+            {"name": f"trace.flows_{n}_connections_with_tracing", "value": round(traced, 3), "unit": "s"},
+            {"name": "trace.overhead_per_flow", "value": round((traced - plain) / len(FLOWS), 3), "unit": "s"}]
+
+
+BENCHES = [trace_cost]
