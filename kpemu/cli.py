@@ -180,6 +180,58 @@ def cmd_vm_exec(args: argparse.Namespace) -> int:
     return res.rc
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from kpemu.model.scenario import load_scenario
+    from kpemu.report.terminal import print_summary
+    from kpemu.run import choose_runtimes, guest_argv, out_dir_for, run_scenario
+
+    scenarios = [load_scenario(f) for f in args.scenarios]  # every file valid before anything is built
+    names = [sc.name for sc in scenarios]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise InputError(f"kpemu run: scenario {', '.join(dups)} given twice")
+    console = Console(stderr=args.json, highlight=False)
+    several = len(scenarios) > 1
+    decisions = choose_runtimes(args.runtime, scenarios)
+    worst, reports = 0, []
+    in_vm = [(f, sc) for f, sc, (rt, _) in zip(args.scenarios, scenarios, decisions, strict=True) if rt == "vm"]
+    if in_vm:
+        from kpemu.vm import run_in_guest
+
+        files = [f for f, _ in in_vm]
+        reason = next(r for rt, r in decisions if rt == "vm")
+        console.print(f"runtime: vm for {', '.join(sc.name for _, sc in in_vm)} ({reason})")
+        out = out_dir_for(args.out, in_vm[0][1].name, several) if len(in_vm) == 1 else Path(args.out or "runs")
+        gold = [sc.path.parent / sc.name for _, sc in in_vm] if args.update_goldens else []
+        argv = guest_argv(files, str(out), args.update_goldens)
+        rc = run_in_guest(argv, out / "guest", rw_dirs=[out, *gold], echo=console.file,
+                          progress=lambda m: console.print(f"vm: {m}"))
+        worst = max(worst, rc)
+    for sc, (rt, reason) in zip(scenarios, decisions, strict=True):
+        if rt != "host":
+            continue
+        console.print(f"runtime: host for {sc.name} ({reason})")
+        res = run_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens, rt, reason)
+        for p in res.goldens_written[:1]:
+            console.print(f"goldens rewritten in {p.parent}")
+        print_summary(console, sc.name, res.ledgers, res.checks, res.seconds, str(res.out_dir))
+        reports.append(res.hops)
+        worst = max(worst, res.exit_code)
+    if args.json:
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+    return worst
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from kpemu.model import load_topology
+    from kpemu.report.graph import render_graph
+
+    print(render_graph(load_topology(args.file), args.format), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kpemu", description="Emulated Kubernetes Service data path.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -235,8 +287,21 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_vm_exec)
     # <<< doctor / vm subcommands
     # >>> run subcommand (scenarios)
+    s = sub.add_parser("run", help="deploy, send traffic, capture every hop, explain, check, destroy (root)")
+    s.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+    s.add_argument("--runtime", choices=["auto", "host", "vm"], default=None,
+                   help="where to run: this kernel, the guest kernel, or whichever can (default auto)")
+    s.add_argument("--out", default=None, help="output directory (default runs/<name>; with several "
+                                               "scenarios, each goes to OUT/<name>)")
+    s.add_argument("--json", action="store_true", help="print hops.json to stdout (summary to stderr)")
+    s.add_argument("--update-goldens", action="store_true", help="rewrite scenarios/<name>/golden/ from this run")
+    s.set_defaults(func=cmd_run)
     # <<< run subcommand
     # >>> graph subcommand (pictures)
+    s = sub.add_parser("graph", help="the topology as a picture (Mermaid, Graphviz dot or HTML)")
+    s.add_argument("file")
+    s.add_argument("--format", default="mermaid", choices=["mermaid", "dot", "html"])
+    s.set_defaults(func=cmd_graph)
     # <<< graph subcommand
     return p
 

@@ -1,0 +1,301 @@
+"""Capability probe: what this kernel and this machine can do, found by trying, not by guessing.
+
+Every kernel feature is tried inside one throwaway network namespace (`kp-probe-<pid>-<rand>`),
+which is always deleted; the root namespace is never touched. Tools are looked up on PATH.
+`requirements()` and `can_run()` are pure: which features a CNI and a kube-proxy mode need, and
+whether a set of capabilities has them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+CNIS = ("flannel-vxlan", "calico-ipip")
+PROXY_MODES = ("iptables", "ipvs")
+PROBE_PREFIX = "kp-probe-"
+
+IPSET_TYPES = ("hash:ip,port", "hash:ip,port,ip", "hash:ip,port,net", "bitmap:port", "hash:ip")
+TOOLS = ("ip", "iptables", "ipset", "ipvsadm", "tcpdump", "conntrack", "ethtool", "nft",
+         "xtables-monitor", "qemu-system-x86_64", "vng")
+# iptables matches kube-proxy, flannel and calico use, each with a rule that exercises it.
+MATCHES: dict[str, list[str]] = {
+    "recent": ["-m", "recent", "--name", "KPPROBE", "--rcheck", "--seconds", "10800", "--reap"],
+    "statistic": ["-m", "statistic", "--mode", "random", "--probability", "0.5"],
+    "addrtype": ["-m", "addrtype", "--dst-type", "LOCAL"],
+    "comment": ["-m", "comment", "--comment", "kpemu probe"],
+    "set": ["-m", "set", "--match-set", "kp-probe-set", "dst,dst"],
+    "ipvs": ["-m", "ipvs", "--vdir", "ORIGINAL"],
+    "physdev": ["-m", "physdev", "--physdev-is-in"],
+}
+
+# Features every lab needs, then per CNI and per proxy mode.
+_BASE = ["veth", "bridge", "iptables", "conntrack", "match:comment", "match:addrtype",
+         "tool:ip", "tool:iptables", "tool:tcpdump", "tool:conntrack"]
+_CNI = {
+    "flannel-vxlan": ["vxlan", "br_netfilter"],
+    "calico-ipip": ["ipip", "ipset:hash:ip"],
+}
+_MODE = {
+    "iptables": ["match:statistic"],
+    "ipvs": ["ip_vs", "dummy", "ipset:hash:ip,port", "ipset:hash:ip,port,ip", "ipset:hash:ip,port,net",
+             "ipset:bitmap:port", "match:set", "tool:ipset", "tool:ipvsadm"],
+}
+# What a guest kernel must provide for every CNI x mode (the modules behind the kernel features).
+GUEST_FEATURES = ("ip_vs", "ipip", "dummy")
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One probed capability: `ok`, how it was probed, and what went wrong when it is missing."""
+
+    name: str
+    ok: bool
+    how: str
+    detail: str = ""
+
+
+@dataclass
+class Capabilities:
+    """The result of `probe()`: features by name, plus facts about the machine."""
+
+    features: dict[str, Feature] = field(default_factory=dict)
+    kernel: str = ""
+    seconds: float = 0.0
+    root: bool = True
+
+    def has(self, name: str) -> bool:
+        """True when feature `name` was probed and works."""
+        f = self.features.get(name)
+        return bool(f and f.ok)
+
+    def missing(self, names: Sequence[str]) -> list[str]:
+        """The names among `names` that are not available."""
+        return [n for n in names if not self.has(n)]
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict (for `kpemu doctor --json`)."""
+        return {"kernel": self.kernel, "seconds": round(self.seconds, 3), "root": self.root,
+                "features": {n: asdict(f) for n, f in self.features.items()}}
+
+
+def requirements(cni: str, proxy_mode: str) -> list[str]:
+    """The features a lab with this CNI and kube-proxy mode needs (pure)."""
+    if cni not in _CNI:
+        raise ValueError(f"unknown cni {cni!r}; expected one of {', '.join(CNIS)}")
+    if proxy_mode not in _MODE:
+        raise ValueError(f"unknown proxy mode {proxy_mode!r}; expected one of {', '.join(PROXY_MODES)}")
+    out: list[str] = []
+    for f in _BASE + _CNI[cni] + _MODE[proxy_mode]:
+        if f not in out:
+            out.append(f)
+    return out
+
+
+def can_run(caps: Capabilities, cni: str, mode: str) -> tuple[bool, list[str]]:
+    """Whether `caps` has every feature `requirements(cni, mode)` lists, and which are missing (pure)."""
+    missing = caps.missing(requirements(cni, mode))
+    return (not missing, missing)
+
+
+# ---------------------------------------------------------------- probing
+
+
+def _run(argv: list[str], ns: str | None = None, timeout: float = 5.0) -> tuple[bool, str]:
+    """Run argv (inside netns `ns` when given); (ok, last line of output when it failed)."""
+    if ns is not None:
+        argv = ["nsenter", f"--net=/run/netns/{ns}", "--", *argv]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, str(e)
+    if r.returncode == 0:
+        return True, ""
+    lines = (r.stderr or r.stdout).strip().splitlines()
+    return False, lines[-1] if lines else f"exit {r.returncode}"
+
+
+def find_tool(name: str) -> str | None:
+    """`name` on PATH, else next to this Python (the venv's bin, where `vng` lives), else None."""
+    found = shutil.which(name)
+    if found:
+        return found
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def kvm_usable(qemu: str = "qemu-system-x86_64", wait: float = 1.5) -> tuple[bool, str]:
+    """Whether QEMU can really run a guest with KVM here: start a tiny one for `wait` seconds.
+
+    `/dev/kvm` existing proves little (on some hosts QEMU aborts setting an MSR), so start the
+    same accelerator and CPU model virtme-ng uses and see whether it survives.
+    """
+    exe = shutil.which(qemu)
+    if exe is None:
+        return False, f"{qemu} not found"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "/dev/kvm not accessible"
+    argv = [exe, "-machine", "accel=kvm", "-cpu", "host", "-smp", "2", "-m", "64", "-nodefaults",
+            "-display", "none", "-serial", "none", "-monitor", "none", "-no-reboot"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return True, f"qemu -machine accel=kvm -cpu host ran {wait:g}s"
+    lines = [ln for ln in err.strip().splitlines() if ln]
+    return False, lines[-1] if lines else f"qemu exited {proc.returncode}"
+
+
+class _Prober:
+    """Tries every feature inside namespace `ns`; collects `Feature`s."""
+
+    def __init__(self, ns: str):
+        self.ns = ns
+        self.found: dict[str, Feature] = {}
+
+    def add(self, name: str, ok: bool, how: str, detail: str = "") -> bool:
+        self.found[name] = Feature(name, ok, how, "" if ok else detail)
+        return ok
+
+    def link(self, name: str, how: str, **kwargs: object) -> bool:
+        from pyroute2 import IPRoute
+
+        try:
+            with IPRoute(netns=self.ns) as ipr:
+                ipr.link("add", **kwargs)
+            return self.add(name, True, how)
+        except Exception as e:  # NetlinkError: EOPNOTSUPP when the module is absent
+            return self.add(name, False, how, str(e))
+
+    def links(self) -> None:
+        from pyroute2 import IPRoute
+
+        self.link("veth", "ip link add type veth", ifname="kpp-v0", kind="veth", peer="kpp-v1")
+        self.link("bridge", "ip link add type bridge", ifname="kpp-br", kind="bridge")
+        self.link("vxlan", "ip link add type vxlan", ifname="kpp-vx", kind="vxlan", vxlan_id=1,
+                  vxlan_port=8472)
+        self.link("dummy", "ip link add type dummy", ifname="kpp-dm", kind="dummy")
+        with IPRoute(netns=self.ns) as ipr:
+            tunl0 = bool(ipr.link_lookup(ifname="tunl0"))
+        if tunl0:
+            self.add("ipip", True, "fallback tunl0 present in a new namespace")
+        else:
+            self.link("ipip", "tunl0 absent; ip link add type ipip", ifname="kpp-ip", kind="ipip",
+                      ipip_local="10.255.0.1", ipip_remote="10.255.0.2")
+
+    def ipvs(self) -> None:
+        how = "IPVS genetlink: add and delete a virtual server"
+        try:
+            from pyroute2 import IPVS, IPVSService
+
+            svc = IPVSService(addr="10.255.255.1", port=80, protocol=socket.IPPROTO_TCP,
+                              sched_name="rr")
+            with IPVS(netns=self.ns) as ipvs:
+                ipvs.service("add", service=svc)
+                ipvs.service("del", service=svc)
+            self.add("ip_vs", True, how)
+        except Exception as e:  # family "IPVS" not found when ip_vs is absent
+            self.add("ip_vs", False, how, str(e) or type(e).__name__)
+
+    def ipsets(self) -> None:
+        if not shutil.which("ipset"):
+            for t in IPSET_TYPES:
+                self.add(f"ipset:{t}", False, "ipset create", "ipset tool not found")
+            return
+        for i, t in enumerate(IPSET_TYPES):
+            extra = ["range", "30000-32767"] if t.startswith("bitmap:port") else []
+            ok, err = _run(["ipset", "create", f"kp-probe-{i}", t, *extra], self.ns)
+            self.add(f"ipset:{t}", ok, f"ipset create {t}", err)
+        _run(["ipset", "create", "kp-probe-set", "hash:ip,port"], self.ns)
+
+    def netfilter(self) -> None:
+        for name, exe in (("iptables-nft", "iptables-nft"), ("iptables-legacy", "iptables-legacy")):
+            if shutil.which(exe):
+                ok, err = _run([exe, "-w", "-t", "filter", "-N", "KP-PROBE"], self.ns)
+            else:
+                ok, err = False, f"{exe} not found"
+            self.add(name, ok, f"{exe} -N KP-PROBE", err)
+        ok, err = _run(["iptables", "-w", "-N", "KP-PROBE-D"], self.ns)
+        backend = _run(["sh", "-c", "iptables -V | grep -q nf_tables"])[0]
+        self.add("iptables", ok, f"iptables ({'nf_tables' if backend else 'legacy'}) -N", err)
+        ok, err = _run(["iptables", "-w", "-t", "nat", "-A", "POSTROUTING", "-j", "MASQUERADE",
+                        "--random-fully"], self.ns)
+        self.add("random-fully", ok, "iptables -j MASQUERADE --random-fully", err)
+        for m, args in MATCHES.items():
+            ok, err = _run(["iptables", "-w", "-A", "KP-PROBE-D", *args, "-j", "RETURN"], self.ns)
+            self.add(f"match:{m}", ok, f"iptables -m {m}", err)
+        ok, err = _run(["iptables", "-w", "-t", "raw", "-A", "PREROUTING", "-p", "tcp",
+                        "--dport", "9", "-j", "TRACE"], self.ns)
+        self.add("TRACE", ok, "iptables -t raw -j TRACE", err)
+        if shutil.which("conntrack"):
+            ok, err = _run(["conntrack", "-L"], self.ns)
+        else:
+            ok, err = False, "conntrack tool not found"
+        self.add("conntrack", ok, "conntrack -L", err)
+        ok, err = _run(["cat", "/proc/sys/net/bridge/bridge-nf-call-iptables"], self.ns)
+        self.add("br_netfilter", ok, "/proc/sys/net/bridge/bridge-nf-call-iptables in the netns",
+                 "br_netfilter not loaded" if not ok else "")
+
+
+def probe(kvm: bool = True) -> Capabilities:
+    """Probe this kernel and machine; returns every feature with ok/missing and how it was probed.
+
+    Kernel features need root (a namespace is created); without root they are reported missing
+    with that reason. `kvm=False` skips the QEMU/KVM trial.
+    """
+    t0 = time.monotonic()
+    caps = Capabilities(kernel=os.uname().release, root=os.geteuid() == 0)
+    for tool in TOOLS:
+        path = find_tool(tool)
+        caps.features[f"tool:{tool}"] = Feature(f"tool:{tool}", path is not None, f"which {tool}",
+                                                "" if path else "not on PATH")
+    if kvm:
+        ok, how = kvm_usable()
+        caps.features["kvm"] = Feature("kvm", ok, "start qemu with accel=kvm", "" if ok else how)
+    if not caps.root:
+        for name in _kernel_feature_names():
+            caps.features[name] = Feature(name, False, "not probed", "needs root (network namespace)")
+        caps.seconds = time.monotonic() - t0
+        return caps
+
+    from pyroute2 import netns as pr_netns
+
+    ns = f"{PROBE_PREFIX}{os.getpid()}-{secrets.token_hex(2)}"
+    pr_netns.create(ns)
+    try:
+        p = _Prober(ns)
+        p.links()
+        p.ipvs()
+        p.ipsets()
+        p.netfilter()
+        caps.features.update(p.found)
+    finally:
+        _delete_netns(ns)
+    caps.seconds = time.monotonic() - t0
+    return caps
+
+
+def _kernel_feature_names() -> list[str]:
+    names = ["veth", "bridge", "vxlan", "dummy", "ipip", "ip_vs"]
+    names += [f"ipset:{t}" for t in IPSET_TYPES]
+    names += ["iptables-nft", "iptables-legacy", "iptables", "random-fully"]
+    names += [f"match:{m}" for m in MATCHES] + ["TRACE", "conntrack", "br_netfilter"]
+    return names
+
+
+def _delete_netns(ns: str) -> None:
+    from pyroute2 import netns as pr_netns
+
+    if Path("/run/netns", ns).exists():
+        pr_netns.remove(ns)

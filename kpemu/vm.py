@@ -1,0 +1,467 @@
+"""The vm runtime: a virtme-ng guest booted from a distribution kernel that has what this one lacks.
+
+The guest shares the host's filesystem (read-only, plus a few read-write directories), so the
+very same `.venv/bin/kpemu` (or pytest) runs inside. Three jobs live here:
+
+- getting a guest kernel: `find_kernel()` reuses one from the cache or /boot, `setup()` downloads
+  Debian's kernel package with `apt-get download` and unpacks it with `dpkg-deb -x` into
+  `$KPEMU_CACHE` (default /var/cache/kpemu/kernels), then runs `depmod` on the copy;
+- running a command in the guest: `boot()` / `run_in_guest()` / `run_pytest_in_guest()`;
+- knowing whether we already are the guest: `in_guest()`.
+
+Nothing here prints: progress goes through a callback, the guest command's output to an optional
+stream, failures are `EnvironmentProblem` (exit 3) with the reason and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from kpemu.errors import EnvironmentProblem
+from kpemu.kernel.probe import GUEST_FEATURES, find_tool, kvm_usable, probe
+
+DEFAULT_CACHE = Path("/var/cache/kpemu/kernels")
+# Modules a guest kernel must have (as .ko or built in) to be worth booting.
+REQUIRED_MODULES = ("ip_vs", "ipip", "dummy", "vxlan", "br_netfilter")
+# Loaded in the guest before the command runs (modprobe -a, one process). The rest (xt_*, ip_set_*,
+# nft_*) the guest kernel loads on demand from the same tree, as iptables and ipset ask for it.
+GUEST_MODULES = (*REQUIRED_MODULES, "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "nf_conntrack")
+BOOT_TIMEOUT = 120.0  # seconds until the guest runs our script; about 10 s in TCG on 2 cores
+LOCK_FILE = Path(tempfile.gettempdir()) / "kpemu-guest.lock"
+_MARK = ".kpemu-guest"  # prefix of the marker files in the output directory
+
+
+@dataclass(frozen=True)
+class GuestKernel:
+    """A bootable kernel image plus the module tree that belongs to it."""
+
+    version: str
+    vmlinuz: Path
+    moddir: Path
+    origin: str  # "cache" or "boot"
+
+    @property
+    def root(self) -> Path:
+        """The directory holding boot/ and lib/modules/ (what virtme-ng calls the rootfs)."""
+        return self.vmlinuz.parent.parent
+
+
+@dataclass(frozen=True)
+class SetupResult:
+    """What `setup()` did: `action` is not-needed, reused or downloaded."""
+
+    action: str
+    kernel: GuestKernel | None
+    reason: str = ""
+    package: str = ""
+    download_bytes: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class GuestRun:
+    """The outcome of one guest boot: the command's exit code and where the time went."""
+
+    rc: int
+    boot_seconds: float
+    total_seconds: float
+    console_log: Path
+    output_log: Path
+    kvm: bool
+
+
+def in_guest() -> bool:
+    """True inside a kpemu guest (the wrapper script sets KPEMU_IN_GUEST=1)."""
+    return os.environ.get("KPEMU_IN_GUEST") == "1"
+
+
+def cache_dir() -> Path:
+    """Where guest kernels are kept: $KPEMU_CACHE, else /var/cache/kpemu/kernels."""
+    return Path(os.environ.get("KPEMU_CACHE") or DEFAULT_CACHE)
+
+
+# ---------------------------------------------------------------- finding a kernel
+
+
+def _modules_in(moddir: Path) -> set[str]:
+    """Module names available in a module tree: loadable (modules.dep or a walk) plus built in."""
+    names: set[str] = set()
+    dep = moddir / "modules.dep"
+    if dep.exists():
+        for line in dep.read_text(errors="replace").splitlines():
+            names.add(_modname(line.split(":", 1)[0]))
+    else:
+        names.update(_modname(p.name) for p in (moddir / "kernel").rglob("*.ko*"))
+    builtin = moddir / "modules.builtin"
+    if builtin.exists():
+        names.update(_modname(ln) for ln in builtin.read_text(errors="replace").split())
+    return names
+
+
+def _modname(path: str) -> str:
+    base = path.rsplit("/", 1)[-1]
+    return re.sub(r"\.ko(\.(xz|zst|gz))?$", "", base).replace("-", "_")
+
+
+def _candidates() -> Iterator[GuestKernel]:
+    cache = cache_dir()
+    if cache.is_dir():
+        for root in sorted(cache.iterdir(), reverse=True):
+            if root.name.startswith(".") or not root.is_dir():
+                continue
+            for img in sorted((root / "boot").glob("vmlinuz-*"), reverse=True):
+                ver = img.name.removeprefix("vmlinuz-")
+                for mods in (root / "lib/modules" / ver, root / "usr/lib/modules" / ver):
+                    if mods.is_dir():
+                        yield GuestKernel(ver, img, mods, "cache")
+                        break
+    for img in sorted(Path("/boot").glob("vmlinuz-*"), reverse=True):
+        ver = img.name.removeprefix("vmlinuz-")
+        mods = Path("/lib/modules") / ver
+        if mods.is_dir() and os.access(img, os.R_OK):
+            yield GuestKernel(ver, img, mods, "boot")
+
+
+def find_kernel() -> GuestKernel | None:
+    """The first suitable guest kernel (cache first, then /boot): it has every REQUIRED_MODULE."""
+    for k in _candidates():
+        if not set(REQUIRED_MODULES) - _modules_in(k.moddir):
+            return k
+    return None
+
+
+def list_kernels() -> list[tuple[GuestKernel, list[str]]]:
+    """Every kernel found, with the required modules it lacks (empty list: suitable)."""
+    return [(k, sorted(set(REQUIRED_MODULES) - _modules_in(k.moddir))) for k in _candidates()]
+
+
+# ---------------------------------------------------------------- getting a kernel
+
+
+def _apt_kernel_package() -> str:
+    """The versioned Debian kernel image package (linux-image-<abi>-<arch>) apt would install."""
+    if os.environ.get("KPEMU_KERNEL_PACKAGE"):
+        return os.environ["KPEMU_KERNEL_PACKAGE"]
+    if not shutil.which("apt-cache") or not shutil.which("apt-get"):
+        raise EnvironmentProblem("no guest kernel, and this is not a Debian/Ubuntu system (no apt)",
+                                 f"unpack a kernel package with its modules into {cache_dir()}/NAME/")
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
+                          check=False).stdout.strip() or "amd64"
+    meta = f"linux-image-{arch}"
+    for attempt in range(2):
+        out = subprocess.run(["apt-cache", "depends", meta], capture_output=True, text=True,
+                             check=False).stdout
+        m = re.search(r"Depends: (linux-image-[0-9]\S*)", out)
+        if m:
+            return m.group(1)
+        if attempt == 0:  # empty package lists (fresh container): refresh once
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
+    raise EnvironmentProblem(
+        f"no guest kernel, and apt knows no {meta} package on this system",
+        f"set KPEMU_KERNEL_PACKAGE to a kernel image package with modules, or unpack one into "
+        f"{cache_dir()}/NAME/ (boot/vmlinuz-VER and lib/modules/VER)")
+
+
+def _download(pkg: str, dest: Path) -> Path:
+    """`apt-get download pkg` into dest (after one `apt-get update` if the lists are stale); the .deb."""
+    r = subprocess.run(["apt-get", "download", "-q", pkg], cwd=dest, capture_output=True, text=True,
+                       check=False)
+    if r.returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
+        r = subprocess.run(["apt-get", "download", "-q", pkg], cwd=dest, capture_output=True, text=True,
+                           check=False)
+    debs = list(dest.glob("*.deb"))
+    if r.returncode != 0 or not debs:
+        raise EnvironmentProblem(f"apt-get download {pkg} failed: {r.stderr.strip()[-300:]}",
+                                 "check the network and `apt-get update`, then run `kpemu vm setup`")
+    return debs[0]
+
+
+def _unpack(deb: Path, root: Path) -> GuestKernel:
+    """dpkg-deb -x the kernel package into root and build its modules.dep."""
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True, capture_output=True)
+    if not (root / "lib").exists() and (root / "usr/lib/modules").is_dir():
+        (root / "lib").symlink_to("usr/lib")  # merged-/usr packages: depmod -b and virtme look in lib/
+    imgs = sorted((root / "boot").glob("vmlinuz-*"))
+    if not imgs:
+        raise EnvironmentProblem(f"{deb.name} holds no boot/vmlinuz-*", "pick a linux-image package")
+    ver = imgs[-1].name.removeprefix("vmlinuz-")
+    if shutil.which("depmod") or Path("/sbin/depmod").exists():
+        subprocess.run([shutil.which("depmod") or "/sbin/depmod", "-a", "-b", str(root), ver],
+                       check=False, capture_output=True)
+    return GuestKernel(ver, imgs[-1], root / "lib/modules" / ver, "cache")
+
+
+def setup(if_needed: bool = False) -> SetupResult:
+    """Provide a guest kernel. With `if_needed`, do nothing when this kernel already has everything.
+
+    Reuses a suitable kernel from the cache or /boot; otherwise downloads the distribution's
+    kernel image package into the cache (never installs it: /boot and the bootloader are not touched).
+    """
+    t0 = time.monotonic()
+    if if_needed and not in_guest():
+        caps = probe(kvm=False)
+        if caps.root and not caps.missing(GUEST_FEATURES):
+            return SetupResult("not-needed", find_kernel(),
+                               f"this kernel has {', '.join(GUEST_FEATURES)}", seconds=time.monotonic() - t0)
+    found = find_kernel()
+    if found:
+        return SetupResult("reused", found, f"found in {found.origin}", seconds=time.monotonic() - t0)
+    pkg = _apt_kernel_package()
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".download-") as tmp:
+        os.chmod(tmp, 0o755)  # apt's _apt user may write here
+        deb = _download(pkg, Path(tmp))
+        size = deb.stat().st_size
+        staging = Path(tmp) / "root"
+        kernel = _unpack(deb, staging)
+        final = cache / pkg
+        if final.exists():
+            shutil.rmtree(final)
+        staging.rename(final)
+    kernel = GuestKernel(kernel.version, final / "boot" / kernel.vmlinuz.name,
+                         final / kernel.moddir.relative_to(staging), "cache")
+    missing = sorted(set(REQUIRED_MODULES) - _modules_in(kernel.moddir))
+    if missing:
+        raise EnvironmentProblem(f"{pkg} lacks modules {', '.join(missing)}",
+                                 "set KPEMU_KERNEL_PACKAGE to a kernel package that has them")
+    return SetupResult("downloaded", kernel, f"apt-get download {pkg}", pkg, size, time.monotonic() - t0)
+
+
+# ---------------------------------------------------------------- running in the guest
+
+
+def _require_kernel() -> GuestKernel:
+    k = find_kernel()
+    if k is None:
+        raise EnvironmentProblem(
+            f"no guest kernel with {', '.join(REQUIRED_MODULES)} (looked in {cache_dir()} and /boot)",
+            "run `make setup` or `.venv/bin/kpemu vm setup` (downloads Debian's kernel package)")
+    return k
+
+
+def _tools() -> tuple[str, str]:
+    qemu = os.environ.get("KPEMU_QEMU") or find_tool("qemu-system-x86_64")
+    if not qemu or not Path(qemu).exists():
+        raise EnvironmentProblem("QEMU (qemu-system-x86_64) is not installed; the vm runtime needs it",
+                                 "apt-get install qemu-system-x86 (make setup does it)")
+    vng = find_tool("vng")
+    if not vng:
+        raise EnvironmentProblem("virtme-ng (vng) is not installed",
+                                 "make setup (pip install virtme-ng into .venv)")
+    return qemu, vng
+
+
+def _script(argv: Sequence[str], out: Path, cwd: Path, modules: Sequence[str], env: dict[str, str]) -> str:
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+    req = " ".join(REQUIRED_MODULES)
+    return f"""#!/bin/sh
+# Written by kpemu: runs inside the guest. Output goes to the host through {out}.
+out={shlex.quote(str(out))}
+exec >"$out/guest-output.log" 2>&1
+: >"$out/{_MARK}-ready"
+export {exports}
+modprobe -a -q {" ".join(modules)} 2>/dev/null
+lacking=""
+for m in {req}; do modprobe -q "$m" 2>/dev/null || lacking="$lacking $m"; done
+if [ -n "$lacking" ]; then echo "$lacking" >"$out/{_MARK}-lacking"; exit 0; fi
+cd {shlex.quote(str(cwd))} || exit 0
+: >"$out/{_MARK}-started"
+{shlex.join(argv)}
+echo $? >"$out/{_MARK}-rc"
+"""
+
+
+def _guest_env() -> dict[str, str]:
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    env = {k: v for k, v in os.environ.items() if k.startswith("KPEMU_") and k != "KPEMU_RUNTIME"}
+    env.update({"PATH": f"{venv_bin}:{path}:/usr/sbin:/sbin", "HOME": "/root", "KPEMU_IN_GUEST": "1",
+                "KPEMU_RUNTIME": "host", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"})
+    for k in ("TERM", "COLUMNS", "NO_COLOR", "FORCE_COLOR"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    return env
+
+
+@contextlib.contextmanager
+def _one_guest_at_a_time(progress: Callable[[str], None] | None) -> Iterator[None]:
+    with open(LOCK_FILE, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                progress("waiting for another kpemu guest to finish")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def vng_command(kernel: GuestKernel, script: Path, rw_dirs: Sequence[Path], kvm: bool,
+                qemu: str, vng: str, cpus: int = 2, memory: str = "2G") -> list[str]:
+    """The vng command line: no network device (vng adds `-net none` when --network is absent)."""
+    cmd = [vng, "--run", str(kernel.vmlinuz), "--force-9p", "--cpus", str(cpus), "--memory", memory,
+           "--qemu", qemu, "--verbose", "--name", "kpemu-guest"]
+    if not kvm:
+        cmd.append("--disable-kvm")
+    if kernel.origin == "cache":
+        # The guest mounts a tmpfs over /var/cache; export the kernel's tree again, read-only.
+        cmd += ["--rodir", str(kernel.root)]
+    for d in rw_dirs:
+        cmd += ["--rwdir", str(d)]
+    cmd += ["--exec", f"sh {shlex.quote(str(script))}"]
+    return cmd
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(no console output)"
+    return "\n".join(text[-lines:])
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # vng and its qemu: the session we started
+    proc.wait()
+
+
+def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
+         rw_dirs: Sequence[Path] = (), modules: Sequence[str] = GUEST_MODULES,
+         progress: Callable[[str], None] | None = None, echo: TextIO | None = None,
+         boot_timeout: float | None = None, cwd: Path | None = None) -> GuestRun:
+    """Boot the guest once, run `argv` in it (from `cwd`, default the current directory), return.
+
+    `out_dir` (created) is shared read-write and receives guest-console.log (kernel console) and
+    guest-output.log (the command's stdout and stderr, also copied live to `echo`). `rw_dirs` are
+    further host directories the command writes to. The guest gets no network device.
+    """
+    qemu, vng = _tools()
+    kernel = _require_kernel()
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    cwd = (cwd or Path.cwd()).resolve()
+    boot_timeout = boot_timeout or float(os.environ.get("KPEMU_BOOT_TIMEOUT") or BOOT_TIMEOUT)
+    console, output = out / "guest-console.log", out / "guest-output.log"
+    script = out / f"{_MARK}.sh"
+    rws = [out] + [Path(d).resolve() for d in rw_dirs if Path(d).resolve() != out]
+    with _one_guest_at_a_time(progress):  # also keeps a waiting run from touching out_dir's markers
+        for f in out.glob(f"{_MARK}*"):
+            f.unlink()
+        output.write_text("")
+        script.write_text(_script(argv, out, cwd, modules, _guest_env()))
+        for d in rws:
+            d.mkdir(parents=True, exist_ok=True)
+        kvm = kvm_usable(qemu)[0]
+        cmd = vng_command(kernel, script, rws, kvm, qemu, vng)
+        env = dict(os.environ, PATH=f"{Path(vng).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+        if progress:
+            progress(f"booting {kernel.version} ({'KVM' if kvm else 'software emulation'})")
+        t0, wall0 = time.monotonic(), time.time()
+        with open(console, "wb") as log:
+            log.write(("$ " + shlex.join(cmd) + "\n").encode())
+            log.flush()
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                    cwd=cwd, start_new_session=True)
+        booted: float | None = None
+        pos = 0
+        try:
+            while True:
+                done = proc.poll() is not None
+                if booted is None and (out / f"{_MARK}-started").exists():
+                    booted = time.monotonic() - t0
+                    if progress:
+                        progress(f"guest up in {booted:.1f}s; running {shlex.join(argv)}")
+                if echo is not None:
+                    pos = _copy_new(output, pos, echo)
+                if done:
+                    break
+                now = time.monotonic() - t0
+                if not (out / f"{_MARK}-ready").exists() and now > boot_timeout:
+                    _kill(proc)
+                    raise EnvironmentProblem(
+                        f"the guest did not boot within {boot_timeout:.0f}s; console ({console}) ends:\n"
+                        + _tail(console), "check the console log; raise KPEMU_BOOT_TIMEOUT on a slow machine")
+                if now > timeout:
+                    _kill(proc)
+                    raise EnvironmentProblem(f"the guest command did not finish within {timeout:.0f}s",
+                                             f"see {output} and {console}")
+                time.sleep(0.1)
+        except BaseException:
+            if proc.poll() is None:
+                _kill(proc)
+            raise
+    total = time.monotonic() - t0
+    lacking = out / f"{_MARK}-lacking"
+    if lacking.exists():
+        raise EnvironmentProblem(f"guest kernel {kernel.version} lacks module(s){lacking.read_text().rstrip()}",
+                                 "use another guest kernel: KPEMU_KERNEL_PACKAGE=... kpemu vm setup")
+    rc_file, started = out / f"{_MARK}-rc", out / f"{_MARK}-started"
+    if booted is None and started.exists():  # the command ended between two polls
+        booted = max(0.0, started.stat().st_mtime - wall0)
+    if booted is None or not rc_file.exists():
+        raise EnvironmentProblem(
+            f"the guest stopped (vng exit {proc.returncode}) before the command finished; console ends:\n"
+            + _tail(console), f"see {console}")
+    return GuestRun(int(rc_file.read_text().strip() or 1), booted, total, console, output, kvm)
+
+
+def _copy_new(path: Path, pos: int, echo: TextIO) -> int:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(pos)
+            data = fh.read()
+    except FileNotFoundError:
+        return pos
+    if data:
+        echo.write(data.decode(errors="replace"))
+        echo.flush()
+    return pos + len(data)
+
+
+def run_in_guest(argv: list[str], out_dir: Path, timeout: float = 1800.0, **kwargs: object) -> int:
+    """Run `argv` in one guest boot (see `boot()` for the keyword arguments); its exit code."""
+    return boot(argv, out_dir, timeout, **kwargs).rc  # type: ignore[arg-type]
+
+
+def run_pytest_in_guest(paths: Sequence[str], out_dir: Path, timeout: float = 1800.0,
+                        extra: Sequence[str] = (), **kwargs: object) -> GuestRun:
+    """Run pytest on `paths` in one guest boot; a JUnit report is left in out_dir/junit.xml."""
+    out = Path(out_dir).resolve()
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-ra", "-q",
+            f"--junitxml={out / 'junit.xml'}", *extra, *paths]
+    return boot(argv, out, timeout, **kwargs)  # type: ignore[arg-type]
+
+
+def status() -> dict:
+    """Which kernel the vm runtime would boot, the cache, QEMU, vng and KVM (for `kpemu vm status`)."""
+    k = find_kernel()
+    qemu = find_tool("qemu-system-x86_64")
+    kvm_ok, kvm_how = kvm_usable() if qemu else (False, "no qemu")
+    return {
+        "cache": str(cache_dir()),
+        "kernel": None if k is None else {"version": k.version, "vmlinuz": str(k.vmlinuz),
+                                          "modules": str(k.moddir), "origin": k.origin},
+        "candidates": [{"version": c.version, "vmlinuz": str(c.vmlinuz), "lacks": lacks}
+                       for c, lacks in list_kernels()],
+        "qemu": qemu, "vng": find_tool("vng"), "kvm": kvm_ok, "kvm_detail": kvm_how,
+        "in_guest": in_guest(),
+    }

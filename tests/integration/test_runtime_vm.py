@@ -1,0 +1,78 @@
+"""The vm runtime through the real CLI: one guest boot, exit code, logs; and its exit-3 failures.
+
+Runs on the host (never inside the guest: no nested QEMU). Boots the real guest kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kpemu import vm
+from kpemu.kernel.probe import GUEST_FEATURES, probe
+
+ROOT = Path(__file__).resolve().parents[2]
+KPEMU = str(ROOT / ".venv" / "bin" / "kpemu")
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root"),
+    pytest.mark.skipif(vm.in_guest(), reason="already inside the guest (no nested QEMU)"),
+]
+
+
+def kpemu(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([KPEMU, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={**os.environ, **(env or {})}, check=False)
+
+
+@pytest.fixture(scope="module")
+def guest_kernel() -> vm.GuestKernel:
+    k = vm.find_kernel()
+    if k is None and not probe(kvm=False).missing(GUEST_FEATURES):
+        pytest.skip("no guest kernel, and this kernel does not need one (kpemu vm setup to get one)")
+    assert k is not None, "no guest kernel although this kernel lacks ip_vs/ipip/dummy: run make setup"
+    return k
+
+
+def test_vm_exec_boots_runs_and_propagates_exit_code(tmp_path: Path, guest_kernel: vm.GuestKernel) -> None:
+    out = tmp_path / "out"
+    r = kpemu("vm", "exec", "--out", str(out), "--", "sh", "-c",
+              "echo kernel=$(uname -r) in_guest=$KPEMU_IN_GUEST; ls /sys/class/net; "
+              "grep -qw ip_vs /proc/modules && echo ip_vs-loaded; echo written > \"$0\"; exit 7",
+              str(out / "from-guest.txt"))
+    assert r.returncode == 7, r.stdout + r.stderr
+    assert f"kernel={guest_kernel.version} in_guest=1" in r.stdout  # the guest's output reaches our stdout
+    assert "ip_vs-loaded" in r.stdout
+    assert sorted(r.stdout.split("in_guest=1")[1].split("ip_vs-loaded")[0].split()) <= ["lo", "tunl0"], \
+        "the guest must have no network device"
+    assert (out / "from-guest.txt").read_text() == "written\n"  # the out dir is shared read-write
+    console = (out / "guest-console.log").read_text()
+    assert f"Linux version {guest_kernel.version}" in console  # console kept in the log ...
+    assert "Linux version" not in r.stdout + r.stderr  # ... not on the terminal
+    assert "boot-to-command" in r.stderr
+
+
+def test_missing_qemu_is_exit_3(tmp_path: Path) -> None:
+    r = kpemu("vm", "exec", "--out", str(tmp_path), "--", "true", env={"KPEMU_QEMU": "/nonexistent/qemu"})
+    assert r.returncode == 3, r.stderr
+    assert "QEMU" in r.stderr and "fix:" in r.stderr
+
+
+def test_missing_guest_kernel_is_exit_3(tmp_path: Path) -> None:
+    if any(Path("/boot").glob("vmlinuz-*")):
+        pytest.skip("/boot has kernels that could serve as guest kernels")
+    r = kpemu("vm", "exec", "--out", str(tmp_path), "--", "true", env={"KPEMU_CACHE": str(tmp_path / "empty")})
+    assert r.returncode == 3, r.stderr
+    assert "no guest kernel" in r.stderr and "kpemu vm setup" in r.stderr
+
+
+def test_boot_timeout_is_exit_3_with_console_tail(tmp_path: Path, guest_kernel: vm.GuestKernel) -> None:
+    r = kpemu("vm", "exec", "--out", str(tmp_path), "--", "true", env={"KPEMU_BOOT_TIMEOUT": "1.5"})
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "did not boot within 2s" in r.stderr
+    assert "console" in r.stderr and (tmp_path / "guest-console.log").exists()
+    assert not [ln for ln in subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True,
+                                            check=False).stdout.split()], "qemu left running after the timeout"

@@ -1,0 +1,92 @@
+"""The capability probe's pure parts (requirements, can_run, choose_runtime, vng command) and,
+as root, the real probe on this kernel."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kpemu.errors import EnvironmentProblem, InputError
+from kpemu.kernel.probe import CNIS, PROXY_MODES, Capabilities, Feature, can_run, probe, requirements
+from kpemu.runtime import choose_runtime
+
+
+def caps_without(*names: str) -> Capabilities:
+    everything = {f for c in CNIS for m in PROXY_MODES for f in requirements(c, m)}
+    return Capabilities(features={n: Feature(n, n not in names, "test") for n in everything}, kernel="test")
+
+
+def test_requirements_per_cni_and_mode() -> None:
+    assert "ip_vs" in requirements("calico-ipip", "ipvs")
+    assert "dummy" in requirements("flannel-vxlan", "ipvs")
+    assert "ipip" in requirements("calico-ipip", "iptables")
+    assert "vxlan" in requirements("flannel-vxlan", "iptables")
+    assert "ip_vs" not in requirements("flannel-vxlan", "iptables")
+    assert "ipip" not in requirements("flannel-vxlan", "ipvs")
+    for c in CNIS:
+        for m in PROXY_MODES:
+            reqs = requirements(c, m)
+            assert len(reqs) == len(set(reqs))
+            assert {"veth", "iptables", "conntrack"} <= set(reqs)
+
+
+def test_requirements_reject_unknown() -> None:
+    with pytest.raises(ValueError, match="cni"):
+        requirements("cilium", "ipvs")
+    with pytest.raises(ValueError, match="proxy mode"):
+        requirements("calico-ipip", "nftables-maybe")
+
+
+def test_can_run_names_what_is_missing() -> None:
+    all_but_ipvs = caps_without("ip_vs", "dummy")
+    assert can_run(all_but_ipvs, "calico-ipip", "iptables") == (True, [])
+    assert can_run(all_but_ipvs, "calico-ipip", "ipvs") == (False, ["ip_vs", "dummy"])
+
+
+def test_choose_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KPEMU_IN_GUEST", raising=False)
+    monkeypatch.delenv("KPEMU_RUNTIME", raising=False)
+    no_ipvs = caps_without("ip_vs")
+    runtime, why = choose_runtime("auto", [("calico-ipip", "ipvs")], no_ipvs)
+    assert runtime == "vm" and "ip_vs" in why
+    runtime, why = choose_runtime(None, [("calico-ipip", "iptables")], no_ipvs)
+    assert runtime == "host" and "has everything" in why
+    assert choose_runtime("vm", [("calico-ipip", "iptables")], no_ipvs)[0] == "vm"
+    with pytest.raises(EnvironmentProblem, match="ip_vs"):
+        choose_runtime("host", [("calico-ipip", "ipvs")], no_ipvs)
+    with pytest.raises(InputError):
+        choose_runtime("docker", [], no_ipvs)
+    monkeypatch.setenv("KPEMU_RUNTIME", "vm")
+    assert choose_runtime(None, [("flannel-vxlan", "iptables")], no_ipvs)[0] == "vm"
+    monkeypatch.setenv("KPEMU_IN_GUEST", "1")
+    assert choose_runtime("vm", [("calico-ipip", "ipvs")], no_ipvs) == ("host", "already inside the guest kernel")
+
+
+def test_vng_command_has_no_network_and_bounded_resources() -> None:
+    from kpemu.vm import GuestKernel, vng_command
+
+    k = GuestKernel("6.1.0-x", Path("/c/k/boot/vmlinuz-6.1.0-x"), Path("/c/k/lib/modules/6.1.0-x"), "cache")
+    cmd = vng_command(k, Path("/out/s.sh"), [Path("/out")], kvm=False, qemu="/usr/bin/qemu", vng="vng")
+    assert "--network" not in cmd and "-n" not in cmd
+    assert cmd[cmd.index("--run") + 1] == "/c/k/boot/vmlinuz-6.1.0-x"
+    assert "--disable-kvm" in cmd and cmd[cmd.index("--cpus") + 1] == "2" and cmd[cmd.index("--memory") + 1] == "2G"
+    assert cmd[cmd.index("--rodir") + 1] == "/c/k" and cmd[cmd.index("--rwdir") + 1] == "/out"
+    assert "--disable-kvm" not in vng_command(k, Path("/s"), [], kvm=True, qemu="q", vng="vng")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+def test_probe_this_kernel_quickly_and_cleanly() -> None:
+    before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    t0 = time.monotonic()
+    caps = probe()
+    assert time.monotonic() - t0 < 3.0
+    after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    assert not {n for n in after - before if n.startswith("kp-probe-")}, "probe left a namespace behind"
+    assert caps.has("veth") and caps.has("tool:ip")  # every kernel kpemu supports
+    for f in caps.features.values():
+        assert f.ok or f.detail, f"{f.name}: missing without a reason"
+    # The probe agrees with the kernel: tunl0 exists in a new namespace iff ipip is reported.
+    assert caps.has("ipip") == Path("/sys/module/ipip").exists() or caps.has("ipip")
