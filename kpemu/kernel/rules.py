@@ -45,7 +45,7 @@ def apply_kube_proxy(topo: Topology, node: str) -> None:
         from kpemu.proxy.save import ruleset_from_restore, save_text
 
         state = ipvs_rules(topo, node, kernel=kernel_release())
-        apply_ipsets(ns, state.sets)
+        apply_ipsets(ns, state.ipsets)
         rs = ruleset_from_restore(state.restore_text())
         netfilter.apply_and_verify(ns, state.restore_text(), save_text(rs, backend), kube_proxy_chains(rs), backend)
         apply_ipvs(ns, state)
