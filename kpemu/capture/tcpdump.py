@@ -36,7 +36,9 @@ def start_captures(points: list[Interface], pcap_dir: Path) -> list[Capture]:
     try:
         for i in points:
             pcap = pcap_dir / f"{capture_file_stem(i)}.pcap"
-            argv = ["tcpdump", "-i", i.name, "-U", "--immediate-mode", "-nn", "-s", "512",
+            # -p: a promiscuous cni0 would hand every bridged frame to the node's IP stack too, which
+            # then forwards a second copy (br_netfilter + ip_forward): captures must not change traffic.
+            argv = ["tcpdump", "-p", "-i", i.name, "-U", "--immediate-mode", "-nn", "-s", "512",
                     "--time-stamp-precision=nano", "-w", str(pcap), *FILTER]
             proc = nsmod.popen_in(i.ns, argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             caps.append(Capture(i, pcap, proc))

@@ -68,7 +68,7 @@ class Capture:
 
     def __init__(self, ns: str, iface: str, pcap: Path, bpf: str = "") -> None:
         self.pcap = pcap
-        argv = ["tcpdump", "--immediate-mode", "-U", "-nn", "-i", iface, "-w", str(pcap), *bpf.split()]
+        argv = ["tcpdump", "-p", "--immediate-mode", "-U", "-nn", "-i", iface, "-w", str(pcap), *bpf.split()]
         self.proc = nsmod.popen_in(ns, argv, stderr=subprocess.PIPE, text=True)
         line = self.proc.stderr.readline() if self.proc.stderr else ""
         assert "listening on" in line, line
