@@ -21,17 +21,25 @@ from typing import Any
 
 from kpemu import lab
 from kpemu.analyse.expect import Check, check_flow, check_goldens, fixed_ports, write_goldens
+from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, flow_match
 from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
 from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
 from kpemu.capture import snapshot
 from kpemu.capture.points import capture_file_stem, capture_points, point_name
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
-from kpemu.model.scenario import Scenario
+from kpemu.kernel import counters
+from kpemu.kernel.trace import start_tracing
+from kpemu.model.scenario import ResolvedFlow, Scenario
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Interface, Plan
+from kpemu.report.html import render_html
 from kpemu.report.markdown import render_markdown
 from kpemu.traffic.procs import stop_processes
 from kpemu.traffic.runner import FlowResult, run_flow, start_servers
+
+# Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
+# and a burst of back-to-back connections can overflow its netlink socket (it then exits).
+TRACE_GAP = float(os.environ.get("KPEMU_TRACE_GAP", "0.02"))
 
 
 @dataclass
@@ -47,6 +55,7 @@ class RunResult:
     checks: list[Check] = field(default_factory=list)
     hops: dict[str, Any] = field(default_factory=dict)
     goldens_written: list[Path] = field(default_factory=list)
+    explanations: dict[str, FlowExplanation] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -65,6 +74,7 @@ class Collected:
     conntrack: dict[str, str] = field(default_factory=dict)  # member -> conntrack -L text
     ipvs: dict[str, str] = field(default_factory=dict)  # node -> ipvsadm -Lnc text
     points: list[Interface] = field(default_factory=list)
+    traces: dict[str, TraceData] = field(default_factory=dict)  # flow -> trace texts and counter snapshots
 
 
 @contextlib.contextmanager
@@ -110,15 +120,35 @@ def _warm_scapy() -> threading.Thread:
 
 def prepare_out(out: Path) -> None:
     """Empty the run directory's generated parts (keeps anything else a user put there)."""
-    for sub in ("pcaps", "capture", "rules"):
+    for sub in ("pcaps", "capture", "rules", "trace"):
         shutil.rmtree(out / sub, ignore_errors=True)
-    for f in ("report.md", "hops.json"):
+    for f in ("report.md", "hops.json", "report.html", "report.png"):
         (out / f).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path) -> Collected:
-    """Servers, captures, flows, kernel state; stops what it started."""
+def _traced_flow(sc: Scenario, flow: ResolvedFlow, nodes: dict[str, str], members: dict[str, str],
+                 out: Path) -> tuple[FlowResult, TraceData]:
+    """Run one flow between two counter snapshots with its packets traced in every node namespace."""
+    kp = sc.topology.kubeProxy
+    data = TraceData(before=counters.snapshot(nodes, kp.backend, kp.mode == "ipvs"))
+    session = start_tracing(nodes, flow_match(sc.topology, flow), kp.backend)
+    try:
+        result = run_flow(flow, members, gap=TRACE_GAP if session.unavailable is None else 0.0)
+    finally:
+        texts = session.stop()
+    data.after = counters.snapshot(nodes, kp.backend, kp.mode == "ipvs")
+    data.unavailable = session.unavailable
+    data.texts = texts if session.unavailable is None else {}
+    tdir = out / "trace"
+    tdir.mkdir(parents=True, exist_ok=True)
+    for node, text in data.texts.items():
+        (tdir / f"{flow.flow.name}_{node}.txt").write_text(text)
+    return result, data
+
+
+def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bool = True) -> Collected:
+    """Servers, captures, flows (traced unless `trace` is False), kernel state; stops what it started."""
     topo = sc.topology
     col = Collected(points=capture_points(plan, topo, sc.flows))
     nodes = {n.name: state.members[n.name] for n in topo.nodes}
@@ -129,7 +159,11 @@ def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path) -> Collec
         servers = start_servers(topo, state.members)
         caps = start_captures(col.points, out / "pcaps")
         for flow in sc.flows:
-            col.results[flow.flow.name] = run_flow(flow, state.members)
+            if trace:
+                col.results[flow.flow.name], col.traces[flow.flow.name] = _traced_flow(
+                    sc, flow, nodes, state.members, out)
+            else:
+                col.results[flow.flow.name] = run_flow(flow, state.members)
         time.sleep(sc.spec.settle)
         nat_members = list(nodes) + [e.name for e in topo.externals if e.role == "loadbalancer"]
         for m in nat_members:
@@ -155,9 +189,21 @@ def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
     return out
 
 
+@dataclass
+class Analysis:
+    """What `analyse` made of a run: ledgers, checks, hops.json, explanations, rewritten goldens."""
+
+    ledgers: list[FlowLedger]
+    checks: list[Check]
+    hops: dict[str, Any]
+    written: list[Path]
+    explanations: dict[str, FlowExplanation]
+    details: dict[str, dict[int, dict[str, list[str]]]]
+
+
 def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens: bool,
-            runtime: str, reason: str) -> tuple[list[FlowLedger], list[Check], dict[str, Any], list[Path]]:
-    """Ledger, checks and hops.json from the run directory's files (pure apart from reading/writing them)."""
+            runtime: str, reason: str) -> Analysis:
+    """Ledger, attribution, oracle, checks and hops.json from the run's files (pure apart from reading them)."""
     from kpemu.capture.pcap import read_pcap
 
     infos = point_infos(plan, col.points)
@@ -166,20 +212,23 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
         packets += read_pcap(out / "pcaps" / f"{capture_file_stem(i)}.pcap", point_name(i))
     conntrack = {m: parse_conntrack(t) for m, t in col.conntrack.items()}
     ipvs = {n: parse_ipvs_connections(t) for n, t in col.ipvs.items()}
+    texts = {}
+    for i in col.points:
+        txt = out / "capture" / f"{capture_file_stem(i)}.txt"
+        texts[f"{i.member}_{i.name}"] = txt.read_text() if txt.exists() else ""
     ledgers: list[FlowLedger] = []
+    explanations: dict[str, FlowExplanation] = {}
     for flow in sc.flows:
         res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
         fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,
                                res.connections, packets, infos)
         attach_state(fl, conntrack, ipvs)
+        explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
+                                             texts)
         ledgers.append(fl)
     by_name = {fl.name: fl for fl in ledgers}
     checks: list[Check] = []
     ports = fixed_ports(sc.topology)
-    texts = {}
-    for i in col.points:
-        txt = out / "capture" / f"{capture_file_stem(i)}.txt"
-        texts[f"{i.member}_{i.name}"] = txt.read_text() if txt.exists() else ""
     rules_text = {f.name: f.read_text() for f in (out / "rules").glob("*.*")} if (out / "rules").is_dir() else {}
     written: list[Path] = []
     for exp in sc.spec.expect:
@@ -194,17 +243,22 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
         if res is not None and not res.connections:
             checks.append(Check(fl.name, "client", False, "one result per connection",
                                 res.stderr or "the client reported nothing"))
+        for d in explanations[fl.name].disagreements:
+            checks.append(Check(fl.name, "model vs kernel", False, "the kernel takes a path the model oracle "
+                                "predicts for the generated rules", d))
     flows_ok = {fl.name: all(c.ok for c in checks if c.flow == fl.name) for fl in ledgers}
-    hops = {"scenario": sc.name, "runtime": runtime, "reason": reason, "kernel": os.uname().release,
+    hops = {"scenario": sc.name, "mode": sc.topology.kubeProxy.mode, "lab": sc.topology.name,
+            "runtime": runtime, "reason": reason, "kernel": os.uname().release,
             "ok": all(c.ok for c in checks),
-            "flows": [hops_json(fl, flows_ok[fl.name]) for fl in ledgers],
+            "flows": [{**hops_json(fl, flows_ok[fl.name]), **explanations[fl.name].to_json()} for fl in ledgers],
             "checks": [c.to_json() for c in checks]}
-    return ledgers, checks, hops, written
+    details = {name: ex.details for name, ex in explanations.items()}
+    return Analysis(ledgers, checks, hops, written, explanations, details)
 
 
 def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
-                 reason: str = "") -> RunResult:
-    """Run one scenario on this kernel and write report.md, hops.json, pcaps/, capture/, rules/ to `out`."""
+                 reason: str = "", trace: bool = True) -> RunResult:
+    """Run one scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/, rules/, trace/."""
     lab.require_root()
     started = time.perf_counter()
     warm = _warm_scapy()
@@ -213,18 +267,21 @@ def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime:
     with sigterm_as_interrupt():
         state = lab.deploy(sc.topology, source=str(sc.path), plan=plan)
         try:
-            col = _traffic(sc, plan, state, out)
+            col = _traffic(sc, plan, state, out, trace)
         finally:
             with signals_blocked():
                 lab.destroy(state.lab)
     warm.join(timeout=10)
-    ledgers, checks, hops, written = analyse(sc, plan, col, out, update_goldens, runtime, reason)
+    a = analyse(sc, plan, col, out, update_goldens, runtime, reason)
+    hops = a.hops
     seconds = time.perf_counter() - started
     hops["seconds"] = round(seconds, 3)
+    hops["trace"] = trace
     (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
-    (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], ledgers, checks,
-                                                   seconds))
-    return RunResult(sc.name, out, runtime, reason, seconds, ledgers, checks, hops, written)
+    (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], a.ledgers, a.checks,
+                                                   seconds, flows_json=hops["flows"], mode=hops["mode"]))
+    (out / "report.html").write_text(render_html(hops, sc.topology, a.details))
+    return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
 
 
 def out_dir_for(out: str | None, name: str, several: bool) -> Path:
@@ -258,7 +315,7 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
     return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps) for sc in scenarios]
 
 
-def guest_argv(files: list[str], out: str | None, update_goldens: bool) -> list[str]:
+def guest_argv(files: list[str], out: str | None, update_goldens: bool, extra: list[str] | None = None) -> list[str]:
     """The `kpemu run` command line the guest runs for scenarios that need its kernel."""
     import sys
 
@@ -267,4 +324,4 @@ def guest_argv(files: list[str], out: str | None, update_goldens: bool) -> list[
         argv += ["--out", out]
     if update_goldens:
         argv.append("--update-goldens")
-    return argv
+    return argv + list(extra or [])

@@ -397,7 +397,7 @@ def kernel_kube_path(pkt: TracedPacket) -> list[tuple[str, str, str | None]]:
     """(table, chain, target) of the matched kube-proxy rules, as oracle.Outcome.kube_path()."""
     out = []
     for e in pkt.events:
-        if e.kind != "rule" or e.table == "raw":
+        if e.kind != "rule" or e.table == "raw" or not e.rule:  # no rule text: a chain's implicit return
             continue
         if e.chain.startswith("KUBE-") or (e.target or "").startswith("KUBE-"):
             out.append((e.table, e.chain, e.target))

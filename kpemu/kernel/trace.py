@@ -35,6 +35,7 @@ NETLINK_NETFILTER = 12
 NFNLGRP_NFTRACE_BIT = 1 << (9 - 1)  # groups bitmask in /proc/net/netlink
 CONFIRM_TIMEOUT = 3.0
 DRAIN_SECONDS = 0.15
+LOST_EVENTS = "No buffer space available"  # xtables-monitor's last words when its socket overflowed
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,10 @@ class FlowMatch:
     dport: int
     backends: tuple[tuple[str, int], ...] = ()
     tag: str = "flow"
+    # TCP: trace only packets with SYN set (each connection's SYN and SYN-ACK). xtables-monitor
+    # looks every traced rule up while printing; a whole connection's packets traced at full
+    # speed overflow its netlink socket (ENOBUFS) and it exits, losing every later event.
+    syn_only: bool = False
 
 
 def trace_rule_args(m: FlowMatch) -> list[tuple[str, ...]]:
@@ -55,14 +60,15 @@ def trace_rule_args(m: FlowMatch) -> list[tuple[str, ...]]:
     com = ("-m", "comment", "--comment", f"kpemu-trace:{m.tag}")
     src = ("-s", m.client) if m.client else ()
     back = ("-d", m.client) if m.client else ()
+    syn = ("--tcp-flags", "SYN", "SYN") if m.syn_only and p == "tcp" else ()
     out = [
-        (*src, "-d", m.dst, "-p", p, "-m", p, "--dport", str(m.dport), *com, "-j", "TRACE"),
-        ("-s", m.dst, *back, "-p", p, "-m", p, "--sport", str(m.dport), *com, "-j", "TRACE"),
+        (*src, "-d", m.dst, "-p", p, "-m", p, "--dport", str(m.dport), *syn, *com, "-j", "TRACE"),
+        ("-s", m.dst, *back, "-p", p, "-m", p, "--sport", str(m.dport), *syn, *com, "-j", "TRACE"),
     ]
     for ip, port in m.backends:
         # after DNAT (and SNAT on the way to another node) the source is no longer the client's
-        out.append(("-d", ip, "-p", p, "-m", p, "--dport", str(port), *com, "-j", "TRACE"))
-        out.append(("-s", ip, "-p", p, "-m", p, "--sport", str(port), *com, "-j", "TRACE"))
+        out.append(("-d", ip, "-p", p, "-m", p, "--dport", str(port), *syn, *com, "-j", "TRACE"))
+        out.append(("-s", ip, "-p", p, "-m", p, "--sport", str(port), *syn, *com, "-j", "TRACE"))
     return out
 
 

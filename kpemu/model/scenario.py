@@ -196,8 +196,13 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file and its topology; InputError lists every problem."""
+def load_scenario(path: str | Path, proxy_mode: str | None = None) -> Scenario:
+    """Read and validate a scenario file and its topology; InputError lists every problem.
+
+    `proxy_mode` (iptables | ipvs) overrides the topology's kubeProxy.mode and names the lab
+    `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations (written for
+    the file's mode) are dropped, the others are kept.
+    """
     path = Path(path)
     file = str(path)
     spec = parse_model(ScenarioSpec, read_yaml(path), file)
@@ -213,6 +218,14 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError([Problem(topo_file, "topology" if topo_file == file else "", "expected a mapping")])
     data = _merge(data, spec.overrides)
     data["name"] = spec.lab or spec.name
+    if proxy_mode is not None:
+        kp = dict(data.get("kubeProxy") or {})
+        native = kp.get("mode", "iptables")
+        data["kubeProxy"] = {**kp, "mode": proxy_mode}
+        data["name"] = f"{data['name']}-{proxy_mode}"
+        if proxy_mode != native:
+            spec = spec.model_copy(update={"expect": [e.model_copy(update={"rules": [], "golden": None})
+                                                      for e in spec.expect]})
     try:
         topo = topology_from_data(data, topo_file)
     except InputError as e:

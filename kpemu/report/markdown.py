@@ -1,9 +1,15 @@
-"""report.md: per flow the hop table, the client outcomes, conntrack/IPVS entries, PASS/FAIL (pure)."""
+"""report.md: per flow the hop table (with the rule or IPVS decision that changed each hop), the
+client outcomes, conntrack/IPVS entries, the chains and hook walk of the first packet, seed 002's
+claim checked, model vs kernel, rule counters that moved, a Mermaid sequence diagram, PASS/FAIL
+(pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from kpemu.analyse.expect import Check
 from kpemu.analyse.ledger import FlowLedger
+from kpemu.report.mermaid import sequence_diagram
 from kpemu.report.table import HEADERS, hop_rows
 
 
@@ -11,12 +17,50 @@ def _md_row(cells: tuple[str, ...] | list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
+def explain_lines(flow: Mapping) -> list[str]:
+    """Markdown for one hops.json flow's explanation: chains, hooks, seed 002, oracle, counters, diagram."""
+    out: list[str] = []
+    trace = flow.get("trace") or {}
+    if trace and not trace.get("available"):
+        out += [f"Rule tracing: not available ({trace.get('reason')}).", ""]
+    chains, hooks = flow.get("chains") or {}, flow.get("hooks") or {}
+    if chains or hooks:
+        out += ["First packet, per node (from the trace):", "", "| node | kube-proxy chains (nat) | hook walk |",
+                "| --- | --- | --- |"]
+        for node in list(dict.fromkeys([*hooks, *chains])):
+            out.append(_md_row([node, " -> ".join(chains.get(node) or []) or "(none)",
+                                (hooks.get(node) or {}).get("text", "")]))
+        out.append("")
+    seed = flow.get("seed002")
+    if seed:
+        out += [f"Seed 002 check ({seed['access']} on {seed['node']}): **{'right' if seed['right'] else 'wrong'}**. "
+                + seed["text"], ""]
+    oracle = flow.get("oracle") or {}
+    if oracle:
+        word = {True: "agree", False: "DISAGREE", None: "not checked"}[oracle.get("agree")]
+        out += [f"Model oracle vs kernel: **{word}**. {oracle.get('text', '')}", ""]
+    for node, rows in (flow.get("counters") or {}).items():
+        kube = [r for r in rows if "KUBE-" in r["rule"] or "MASQUERADE" in r["rule"]]
+        if kube:
+            out += [f"Rule counters that moved on {node} (`iptables-save -c` before and after the flow):", "",
+                    "```"] + [f"[{r['packets']}] {r['table']} {r['rule']}" for r in kube] + ["```", ""]
+    for node, decs in (flow.get("ipvs_decisions") or {}).items():
+        out += [f"IPVS decisions on {node} (connection counters): "
+                + "; ".join(f"{d['text']} x{d['connections']}" for d in decs), ""]
+    if flow.get("hops"):
+        out += ["```mermaid", sequence_diagram(flow).rstrip("\n"), "```", ""]
+    return out
+
+
 def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledgers: list[FlowLedger],
-                    checks: list[Check], seconds: float) -> str:
-    """The whole report.md."""
+                    checks: list[Check], seconds: float, flows_json: Sequence[Mapping] | None = None,
+                    mode: str | None = None) -> str:
+    """The whole report.md (`flows_json`: hops.json's flows, for the explanation and the diagram)."""
     ok = all(c.ok for c in checks)
+    by_name = {str(f.get("name")): f for f in flows_json or []}
     out = [f"# {scenario}: {'PASS' if ok else 'FAIL'}", "",
-           f"- runtime: {runtime} ({reason})", f"- kernel: {kernel}", f"- duration: {seconds:.2f}s", ""]
+           f"- runtime: {runtime} ({reason})", f"- kernel: {kernel}", f"- duration: {seconds:.2f}s"]
+    out += [f"- kube-proxy mode: {mode}", ""] if mode else [""]
     for fl in ledgers:
         rep = fl.representative
         out += [f"## flow {fl.name}: {fl.src_member} -> {fl.dst} ({fl.protocol})", ""]
@@ -46,6 +90,8 @@ def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledge
                 at = f"{last.point}: {last.src} > {last.dst}" if last else ""
                 out.append(_md_row([str(c.index), c.outcome, c.backend or "", at]))
             out.append("")
+        if fl.name in by_name:
+            out += explain_lines(by_name[fl.name])
     out += ["## expectations", "", "| flow | check | expected | seen | result |", "| --- | --- | --- | --- | --- |"]
     out += [_md_row([c.flow, c.what, c.expected, c.seen, "PASS" if c.ok else "FAIL"]) for c in checks]
     for c in checks:

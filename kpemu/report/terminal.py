@@ -1,6 +1,8 @@
-"""The terminal summary (rich): hop tables, outcomes, and each failed check with its diff."""
+"""The terminal summary (rich): hop tables, outcomes, oracle and hook walk, each failed check with its diff."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -11,8 +13,9 @@ from kpemu.report.table import HEADERS, hop_rows
 
 
 def print_summary(console: Console, scenario: str, ledgers: list[FlowLedger], checks: list[Check],
-                  seconds: float, out_dir: str) -> None:
-    """Print per flow the hop table, then PASS/FAIL and the diff of every failed check."""
+                  seconds: float, out_dir: str, flows_json: Sequence[Mapping] | None = None) -> None:
+    """Print per flow the hop table (and oracle / hook walk from `flows_json`), then PASS/FAIL and diffs."""
+    by_name = {str(f.get("name")): f for f in flows_json or []}
     for fl in ledgers:
         rep = fl.representative
         outcomes = [c.outcome for c in fl.connections]
@@ -30,6 +33,18 @@ def print_summary(console: Console, scenario: str, ledgers: list[FlowLedger], ch
             console.print(f"  conntrack {e['node']}: {e['line']}", highlight=False)
         for e in (rep.ipvs if rep else []):
             console.print(f"  ipvs {e['node']}: {e['line']}", highlight=False)
+        fj = by_name.get(fl.name) or {}
+        for node, h in (fj.get("hooks") or {}).items():
+            console.print(f"  hooks {node}: {h.get('text')}", highlight=False, markup=False)
+        if fj.get("seed002"):
+            s = fj["seed002"]
+            console.print(f"  seed 002 ({s['access']}: {s['claim']}): {'right' if s['right'] else 'wrong'} on "
+                          f"{s['node']}, observed {s['observed']}", highlight=False, markup=False)
+        oracle = fj.get("oracle") or {}
+        if oracle:
+            color = {True: "green", False: "red", None: "yellow"}[oracle.get("agree")]
+            console.print(f"  [{color}]oracle[/{color}]: ", end="", highlight=False)
+            console.print(str(oracle.get("text")), highlight=False, markup=False)
     failed = [c for c in checks if not c.ok]
     for c in failed:
         console.print(f"[red]FAIL[/red] {c.flow}: {c.what}", highlight=False)

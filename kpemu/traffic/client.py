@@ -92,9 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proto", choices=["tcp", "udp"], default="tcp")
     ap.add_argument("--connections", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=2.0)
+    ap.add_argument("--gap", type=float, default=0.0, help="seconds to wait between connections (at most 1)")
     args = ap.parse_args(argv)
     run = _tcp if args.proto == "tcp" else _udp
+    gap = max(0.0, min(args.gap, 1.0))
     for i in range(max(1, min(args.connections, 64))):
+        if i and gap:
+            time.sleep(gap)
         marker = request_marker(args.flow, i)
         started = time.monotonic()
         res = run(args.dst, args.port, marker, args.timeout)

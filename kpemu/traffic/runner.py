@@ -54,13 +54,18 @@ def start_servers(topo: Topology, members: dict[str, str]) -> list[subprocess.Po
     return list(procs.values())
 
 
-def run_flow(flow: ResolvedFlow, members: dict[str, str]) -> FlowResult:
-    """Run one flow's client in its source namespace (bounded by connections x timeout)."""
+def run_flow(flow: ResolvedFlow, members: dict[str, str], gap: float = 0.0) -> FlowResult:
+    """Run one flow's client in its source namespace (bounded by connections x (timeout + gap)).
+
+    `gap` seconds pass between connections (a traced flow is paced so the trace monitor keeps up).
+    """
     f = flow.flow
     argv = [sys.executable, "-m", "kpemu.traffic.client", "--flow", f.name, "--dst", flow.dst_ip,
             "--port", str(flow.dst_port), "--proto", flow.protocol.lower(),
             "--connections", str(f.connections), "--timeout", str(f.timeout)]
-    budget = f.connections * (f.timeout + 0.5) + 5
+    if gap > 0:
+        argv += ["--gap", str(gap)]
+    budget = f.connections * (f.timeout + 0.5 + gap) + 5
     try:
         res = nsmod.run_in(members[flow.src_member], argv, timeout=budget)
         out, err = res.stdout, res.stderr

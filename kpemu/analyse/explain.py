@@ -1,0 +1,311 @@
+"""Explain a run's flows (pure): what to trace, rule attribution, hook walk, seed 002, model vs kernel.
+
+Joins the building blocks for one flow of a run: `flow_match` says which tuples the kernel must
+trace (kernel/trace.py); `explain_flow` takes the ledger, the trace text of every node and the
+counter snapshots taken around the flow, fills the ledger's `changed_by[].by` (attribution.py),
+walks the netfilter hooks of the first packet on each node (hooks.py), checks seed 002's claim
+on the node where the Service is entered, and checks every connection's first packet against the
+model oracle (oracle.py). The result is plain data for hops.json and the reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kpemu.analyse.attribution import (
+    ConnAttribution,
+    TracedPacket,
+    attribute_flow,
+    counter_deltas,
+    ipvs_decisions,
+    ipvs_schedulers,
+    kernel_dnat,
+    kernel_kube_path,
+    kube_chain_path,
+)
+from kpemu.analyse.hooks import SEED_002, compare_with_seed002, hook_walk, hooks_only, walk_text
+from kpemu.analyse.ledger import ConnLedger, FlowLedger
+from kpemu.analyse.oracle import Packet, Prediction, compare_paths, predict_for_topology
+from kpemu.kernel.trace import LOST_EVENTS, FlowMatch
+from kpemu.model.scenario import ResolvedFlow
+from kpemu.model.topology import Topology
+
+MAX_COUNTER_RULES = 40
+
+
+def member_ip(topo: Topology, member: str) -> str | None:
+    """The address a lab member sends from (pod IP, external IP, node underlay IP)."""
+    for group in (topo.pods, topo.externals, topo.nodes):
+        for m in group:
+            if m.name == member:
+                return m.ip
+    return None
+
+
+def _lb_of(topo: Topology, flow: ResolvedFlow) -> Any:
+    return next((e for e in topo.externals if e.role == "loadbalancer" and e.vip == flow.dst_ip), None)
+
+
+def flow_match(topo: Topology, flow: ResolvedFlow, tag: str | None = None) -> FlowMatch:
+    """The tuples to trace for one flow: client -> destination, and every address it can be NATed to.
+
+    The candidates are the flow's backend pods (every port they serve with the flow's protocol);
+    a flow to an external load balancer's VIP reaches the nodes as NodePort traffic from the
+    balancer, so each node's NodePorts of the balanced Services are added too.
+    """
+    proto = flow.protocol.upper()
+    cands: list[tuple[str, int]] = []
+    pods = set(flow.candidates)
+    lb = _lb_of(topo, flow)
+    svcs = [s for s in topo.services if lb is not None and s.key in lb.backends]
+    for s in svcs:
+        from kpemu.model.validate import selected_pods
+
+        pods |= {p.name for p in selected_pods(topo, s)} if s.selector is not None else set()
+        for sp in s.ports:
+            if sp.nodePort and sp.protocol == proto:
+                cands += [(n.ip, sp.nodePort) for n in topo.nodes]
+    for p in topo.pods:
+        if p.name in pods:
+            cands += [(p.ip, pp.port) for pp in p.ports if pp.protocol == proto]
+    uniq = tuple(dict.fromkeys(c for c in cands if c != (flow.dst_ip, flow.dst_port)))
+    return FlowMatch(proto.lower(), member_ip(topo, flow.src_member), flow.dst_ip, flow.dst_port, uniq,
+                     tag or flow.flow.name, syn_only=True)
+
+
+def access_kind(topo: Topology, flow: ResolvedFlow) -> str | None:
+    """Which row of seed 002's table a flow is: ClusterIP, NodePort, LoadBalancer (None: no Service)."""
+    t = flow.flow.to
+    if t.service is not None:
+        return {"clusterIP": "ClusterIP", "nodePort": "NodePort", "loadBalancer": "LoadBalancer"}.get(
+            t.via or "clusterIP")
+    if t.node is not None and t.nodePort is not None:
+        return "NodePort"
+    if t.address is not None and _lb_of(topo, flow) is not None:
+        return "LoadBalancer"
+    return None
+
+
+@dataclass
+class TraceData:
+    """What the kernel side collected for one flow (texts only; empty when tracing was off)."""
+
+    texts: dict[str, str] = field(default_factory=dict)  # node -> xtables-monitor --trace output
+    unavailable: str | None = None
+    before: Any = None  # kernel.counters.CounterSnapshot
+    after: Any = None
+
+
+def _request_packets(cl: ConnLedger, att: ConnAttribution) -> list[TracedPacket]:
+    """The connection's first packet (SYN / first datagram) as traced on each node, in hop order."""
+    if not cl.request:
+        return []
+    first = cl.request[0].pkt
+    mine = [p for p in att.packets if p.ip_id == first.ip_id and p.proto == first.proto]
+    if first.proto == "tcp":
+        mine = [p for p in mine if p.first.get("flags") == ["SYN"]]
+    order = list(dict.fromkeys(h.info.node for h in cl.request if h.info.node))
+    mine.sort(key=lambda p: order.index(p.node) if p.node in order else len(order))
+    return mine
+
+
+def routed_pass(p: TracedPacket) -> tuple[TracedPacket, list]:
+    """The packet's routed pass through the node (up to its POSTROUTING) and any visits after it.
+
+    On a flannel node (bridge-nf-call-iptables=1) a packet routed back out of cni0 towards a pod
+    on the same bridge crosses filter FORWARD once more through br_netfilter; the model oracle
+    walks the routed pass only, so the bridged visits are split off and reported separately.
+    """
+    end = None
+    for i, v in enumerate(p.visits):
+        if v.hook == "POSTROUTING":
+            end = i
+        elif end is not None:
+            break
+    if end is None or end == len(p.visits) - 1:
+        return p, []
+    return TracedPacket(p.node, p.trace_id, p.visits[:end + 1]), p.visits[end + 1:]
+
+
+def _packet_for_model(p: TracedPacket) -> Packet | None:
+    h = p.first
+    if not isinstance(h.get("dport"), int) or not h.get("src") or not h.get("dst"):
+        return None
+    origin = "local" if p.visits and p.visits[0].hook == "OUTPUT" else "remote"
+    sport = h.get("sport") if isinstance(h.get("sport"), int) else 40000
+    return Packet(h["src"], h["dst"], h["dport"], p.proto, sport, origin)
+
+
+def _until_postrouting(pred: Prediction) -> Prediction:
+    """The prediction without its nat POSTROUTING steps.
+
+    IPVS (at LOCAL_IN) transmits the real-server packet itself and the trace flag does not follow
+    it, so a kernel trace of an IPVS packet ends in INPUT; POSTROUTING is then attributed from the
+    rule counters instead.
+    """
+    from dataclasses import replace
+
+    out = []
+    for o in pred.outcomes:
+        cut = next((i for i, st in enumerate(o.steps) if st.table == "nat" and st.chain == "POSTROUTING"),
+                   len(o.steps))
+        out.append(replace(o, steps=o.steps[:cut]))
+    return Prediction(pred.packet, pred.node, out)
+
+
+def _counter_masquerade(ex: FlowExplanation, fl: FlowLedger) -> None:
+    """SNAT changes no trace explained: name the MASQUERADE rule whose counter moved on that node."""
+    for cl in fl.connections:
+        for h in cl.hops:
+            for ch in h.changed_by:
+                if ch.kind != "SNAT" or ch.by or not ch.node:
+                    continue
+                for r in ex.counters.get(ch.node, []):
+                    toks = r["rule"].split()
+                    if r["table"] == "nat" and "-j MASQUERADE" in r["rule"]:
+                        mark = " (mark 0x4000)" if "--mark 0x4000/0x4000" in r["rule"] else ""
+                        ch.by.append(f"MASQUERADE in {toks[1]}{mark} (rule counter +{r['packets']})")
+                        break
+
+
+def _ipvs_dnat(cl: ConnLedger, node: str) -> str | None:
+    return next((str(e["destination"]) for e in cl.ipvs if e.get("node") == node and e.get("destination")), None)
+
+
+@dataclass
+class FlowExplanation:
+    """Everything explain_flow learnt about one flow; `to_json` is merged into hops.json's flow."""
+
+    traced: bool
+    reason: str | None = None
+    chains: dict[str, list[str]] = field(default_factory=dict)  # node -> nat chain path of the first packet
+    hooks: dict[str, dict] = field(default_factory=dict)  # node -> {"walk", "text"}
+    seed002: dict | None = None
+    oracle_checked: int = 0
+    oracle_skipped: int = 0  # first packets on a node whose trace lost events
+    lossy: list[str] = field(default_factory=list)  # nodes where xtables-monitor's socket overflowed
+    oracle_nodes: list[str] = field(default_factory=list)
+    disagreements: list[str] = field(default_factory=list)
+    counters: dict[str, list[dict]] = field(default_factory=dict)
+    ipvs_decisions: dict[str, list[dict]] = field(default_factory=dict)
+    details: dict[int, dict[str, list[str]]] = field(default_factory=dict)  # hop index -> rules / capture
+
+    @property
+    def oracle_ok(self) -> bool:
+        return not self.disagreements
+
+    def oracle_text(self) -> str:
+        """One line: agreement, the disagreements, or why nothing was checked."""
+        lost = (f" ({self.oracle_skipped} first packet(s) not checked: the trace on {', '.join(self.lossy)} "
+                "lost events)") if self.lossy else ""
+        if self.disagreements:
+            return "; ".join(self.disagreements) + lost
+        if not self.oracle_checked:
+            return "not checked: " + (self.reason or "no traced first packet") + lost
+        return (f"model and kernel agree: {self.oracle_checked} first packet(s) on "
+                f"{', '.join(self.oracle_nodes)} took a path the model predicts{lost}")
+
+    def to_json(self) -> dict:
+        return {
+            "trace": {"available": self.traced, "reason": self.reason},
+            "chains": self.chains, "hooks": self.hooks, "seed002": self.seed002,
+            "oracle": {"agree": None if not self.oracle_checked and not self.disagreements else self.oracle_ok,
+                       "checked": self.oracle_checked, "skipped": self.oracle_skipped, "lossy": self.lossy,
+                       "nodes": self.oracle_nodes,
+                       "disagreements": self.disagreements, "text": self.oracle_text()},
+            "counters": self.counters, "ipvs_decisions": self.ipvs_decisions,
+        }
+
+
+def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
+                 captures: Mapping[str, str] | None = None) -> FlowExplanation:
+    """Attribute, walk hooks, check seed 002 and the oracle for one flow (fills `fl`'s `by` in place)."""
+    ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
+    nodes = [n.name for n in topo.nodes]
+    sched: dict[str, str] = {}
+    if data.after is not None:
+        for n in nodes:
+            sched.update(ipvs_schedulers(data.after.ipvs_services.get(n, "")))
+            deltas = counter_deltas(data.before.iptables.get(n, ""), data.after.iptables.get(n, ""))
+            rows = [{"table": t, "rule": r, "packets": k} for t, r, k in deltas if t != "raw"]
+            if rows:
+                ex.counters[n] = rows[:MAX_COUNTER_RULES]
+            if data.after.ipvs_stats.get(n):
+                dec = ipvs_decisions(data.before.ipvs_stats.get(n, ""), data.after.ipvs_stats[n],
+                                     data.after.ipvs_services.get(n, ""))
+                if dec:
+                    ex.ipvs_decisions[n] = dec
+    atts = attribute_flow(fl, data.texts if ex.traced else {}, sched)
+    ex.lossy = sorted(n for n, t in data.texts.items() if LOST_EVENTS in t) if ex.traced else []
+    if not ex.traced and ex.reason is None:
+        ex.reason = "tracing was off (--no-trace)"
+    _counter_masquerade(ex, fl)
+    cache: dict[tuple[str, Packet], Prediction] = {}
+    rep = fl.representative
+    for cl in fl.connections:
+        att = atts.get(cl.index) or ConnAttribution()
+        firsts = _request_packets(cl, att)
+        if cl is rep:
+            _describe_rep(topo, flow, cl, att, firsts, ex, captures or {})
+        for whole in firsts:
+            if whole.node in ex.lossy:
+                ex.oracle_skipped += 1
+                continue
+            p, _bridged = routed_pass(whole)
+            pkt = _packet_for_model(p)
+            if pkt is None:
+                continue
+            key = (p.node, pkt)
+            if key not in cache:
+                cache[key] = predict_for_topology(topo, p.node, pkt)
+            pred = cache[key]
+            dnat = kernel_dnat(p) or (_ipvs_dnat(cl, p.node) if topo.kubeProxy.mode == "ipvs" else None)
+            if topo.kubeProxy.mode == "ipvs" and "POSTROUTING" not in hooks_only(p):
+                pred = _until_postrouting(pred)  # IPVS sends the packet on untraced (see below)
+            for d in compare_paths(pred, kernel_kube_path(p), dnat):
+                text = f"connection {cl.index}: {d.describe()}"
+                if d.describe() not in {x.split(": ", 1)[1] for x in ex.disagreements}:
+                    ex.disagreements.append(text)
+            ex.oracle_checked += 1
+            if p.node not in ex.oracle_nodes:
+                ex.oracle_nodes.append(p.node)
+    return ex
+
+
+def _describe_rep(topo: Topology, flow: ResolvedFlow, cl: ConnLedger, att: ConnAttribution,
+                  firsts: list[TracedPacket], ex: FlowExplanation, captures: Mapping[str, str]) -> None:
+    """Chains, hook walks, seed 002 and per-hop details from the representative connection."""
+    routed = []
+    for whole in firsts:
+        if whole.node in ex.hooks:
+            continue
+        p, bridged = routed_pass(whole)
+        routed.append(p)
+        walk = hook_walk(p)
+        text = walk_text(walk)
+        if bridged:
+            text += "; then bridged to the pod through br_netfilter: " + walk_text(
+                hook_walk(TracedPacket(p.node, p.trace_id, bridged)))
+        ex.hooks[p.node] = {"walk": [[h, t] for h, t in walk], "text": text,
+                            "bridged": [[h, t] for h, t in hook_walk(TracedPacket(p.node, p.trace_id, bridged))]}
+        ex.chains[p.node] = kube_chain_path(p)
+    access = access_kind(topo, flow)
+    entry = next((p for p in routed if kube_chain_path(p)), routed[0] if routed else None)
+    if access in SEED_002 and entry is not None:
+        v = compare_with_seed002(access, hooks_only(entry), topo.kubeProxy.mode)
+        ex.seed002 = {"node": entry.node, "access": v.access, "claim": v.claim, "observed": v.observed,
+                      "right": v.right, "explanation": v.explanation, "text": v.describe()}
+    for i, hop in enumerate(cl.hops):
+        rules: list[str] = []
+        for ch in hop.changed_by:
+            for p in att.packets:
+                if p.node == ch.node and p.ip_id == hop.pkt.ip_id:
+                    rules += [e.describe() for e in p.events if e.describe() not in rules]
+        pat = f"{hop.pkt.src}.{hop.pkt.sport} > {hop.pkt.dst}.{hop.pkt.dport}" if hop.pkt.sport is not None \
+            else f"{hop.pkt.src} > {hop.pkt.dst}"
+        text = captures.get(f"{hop.info.member}_{hop.info.interface}", "")
+        lines = [ln for ln in text.splitlines() if pat in ln][:6]
+        if rules or lines:
+            ex.details[i] = {"rules": rules, "capture": lines}
