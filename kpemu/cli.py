@@ -189,7 +189,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from kpemu.model.scenario import load_scenario
     from kpemu.report.terminal import print_summary
-    from kpemu.run import choose_runtimes, guest_argv, out_dir_for, run_scenario
+    from kpemu.run import (
+        COLLECTED,
+        analyse_scenario,
+        choose_runtimes,
+        collect_scenario,
+        guest_argv,
+        out_dir_for,
+        run_scenario,
+    )
 
     if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json):
         raise InputError("kpemu run: --compare-modes runs both modes itself; it does not combine with "
@@ -207,29 +215,42 @@ def cmd_run(args: argparse.Namespace) -> int:
         return max(_compare_modes(args, f, console, out_dir_for(args.out, sc.name, several), extra)
                    for f, sc in zip(args.scenarios, scenarios, strict=True))
     decisions = choose_runtimes(args.runtime, scenarios)
-    worst, reports = 0, []
+    if args.collect_only:
+        for sc in scenarios:
+            seconds = collect_scenario(sc, out_dir_for(args.out, sc.name, several), args.trace)
+            console.print(f"collected {sc.name} in {seconds:.1f}s")
+        return 0
+    worst, results = 0, []
     in_vm = [(f, sc) for f, sc, (rt, _) in zip(args.scenarios, scenarios, decisions, strict=True) if rt == "vm"]
     if in_vm:
         from kpemu.vm import run_in_guest
 
-        files = [f for f, _ in in_vm]
         reason = next(r for rt, r in decisions if rt == "vm")
         console.print(f"runtime: vm for {', '.join(sc.name for _, sc in in_vm)} ({reason})")
         out = out_dir_for(args.out, in_vm[0][1].name, several) if len(in_vm) == 1 else Path(args.out or "runs")
-        gold = [sc.path.parent / sc.name for _, sc in in_vm] if args.update_goldens else []
-        argv = guest_argv(files, str(out), args.update_goldens, extra)
-        rc = run_in_guest(argv, out / "guest", rw_dirs=[out, *gold], echo=console.file,
-                          progress=lambda m: console.print(f"vm: {m}"))
-        worst = max(worst, rc)
+        # The guest only collects (deploy, traffic, captures): analysis is pure and much faster here.
+        argv = guest_argv([f for f, _ in in_vm], str(out), [*extra, "--collect-only"])
+        for _, sc in in_vm:  # a collection that fails in the guest must not leave an old one behind
+            (out_dir_for(args.out, sc.name, several) / COLLECTED).unlink(missing_ok=True)
+        worst = run_in_guest(argv, out / "guest", rw_dirs=[out], echo=console.file,
+                             progress=lambda m: console.print(f"vm: {m}"))
+        for _, sc in in_vm:
+            try:
+                results.append(analyse_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens,
+                                                "vm", reason))
+            except KpemuError as e:
+                console.print(f"{sc.name}: {e}")
+                worst = max(worst, e.exit_code)
     for sc, (rt, reason) in zip(scenarios, decisions, strict=True):
-        if rt != "host":
-            continue
-        console.print(f"runtime: host for {sc.name} ({reason})")
-        res = run_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens, rt, reason,
-                           trace=args.trace)
+        if rt == "host":
+            console.print(f"runtime: host for {sc.name} ({reason})")
+            results.append(run_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens, rt,
+                                        reason, trace=args.trace))
+    reports = []
+    for res in results:
         for p in res.goldens_written[:1]:
             console.print(f"goldens rewritten in {p.parent}")
-        print_summary(console, sc.name, res.ledgers, res.checks, res.seconds, str(res.out_dir),
+        print_summary(console, res.name, res.ledgers, res.checks, res.seconds, str(res.out_dir),
                       res.hops.get("flows"))
         reports.append(res.hops)
         worst = max(worst, res.exit_code)
@@ -267,9 +288,9 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
         reason = next(r for rt, r in decisions if rt == "vm")
         console.print(f"runtime: vm for {variants[0].name} in {' and '.join(in_vm)} mode ({reason})")
         if len(in_vm) == 2:
-            argv, out = guest_argv([file], str(base), False, [*extra, "--compare-modes"]), base
+            argv, out = guest_argv([file], str(base), [*extra, "--compare-modes"]), base
         else:
-            argv, out = guest_argv([file], str(base / in_vm[0]), False, [*extra, "--proxy-mode", in_vm[0]]), \
+            argv, out = guest_argv([file], str(base / in_vm[0]), [*extra, "--proxy-mode", in_vm[0]]), \
                 base / in_vm[0]
         out.mkdir(parents=True, exist_ok=True)
         try:
@@ -380,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "oracle (default on; --no-trace skips it)")
     s.add_argument("--proxy-mode", choices=["iptables", "ipvs"], default=None,
                    help="override the topology's kubeProxy.mode (the lab is named <lab>-<mode>)")
+    s.add_argument("--collect-only", action="store_true", help=argparse.SUPPRESS)  # the guest's half of a vm run
     s.add_argument("--compare-modes", action="store_true",
                    help="run the flows under kube-proxy iptables and IPVS (OUT/iptables, OUT/ipvs) and print "
                         "the two ledgers side by side")

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow
 from kpemu.capture import snapshot
 from kpemu.capture.points import capture_file_stem, capture_points, point_name
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
+from kpemu.errors import EnvironmentProblem
 from kpemu.kernel import counters
 from kpemu.kernel.trace import start_tracing
 from kpemu.model.scenario import ResolvedFlow, Scenario
@@ -40,6 +41,7 @@ from kpemu.traffic.runner import FlowResult, run_flow, start_servers
 # Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
 # and a burst of back-to-back connections can overflow its netlink socket (it then exits).
 TRACE_GAP = float(os.environ.get("KPEMU_TRACE_GAP", "0.02"))
+COLLECTED = "collected.json"  # what the kernel half of a run hands to the analysis half
 
 
 @dataclass
@@ -122,7 +124,7 @@ def prepare_out(out: Path) -> None:
     """Empty the run directory's generated parts (keeps anything else a user put there)."""
     for sub in ("pcaps", "capture", "rules", "trace"):
         shutil.rmtree(out / sub, ignore_errors=True)
-    for f in ("report.md", "hops.json", "report.html", "report.png"):
+    for f in ("report.md", "hops.json", "report.html", "report.png", COLLECTED):
         (out / f).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -202,7 +204,7 @@ class Analysis:
 
 
 def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens: bool,
-            runtime: str, reason: str) -> Analysis:
+            runtime: str, reason: str, kernel: str) -> Analysis:
     """Ledger, attribution, oracle, checks and hops.json from the run's files (pure apart from reading them)."""
     from kpemu.capture.pcap import read_pcap
 
@@ -248,7 +250,7 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
                                 "predicts for the generated rules", d))
     flows_ok = {fl.name: all(c.ok for c in checks if c.flow == fl.name) for fl in ledgers}
     hops = {"scenario": sc.name, "mode": sc.topology.kubeProxy.mode, "lab": sc.topology.name,
-            "runtime": runtime, "reason": reason, "kernel": os.uname().release,
+            "runtime": runtime, "reason": reason, "kernel": kernel,
             "ok": all(c.ok for c in checks),
             "flows": [{**hops_json(fl, flows_ok[fl.name]), **explanations[fl.name].to_json()} for fl in ledgers],
             "checks": [c.to_json() for c in checks]}
@@ -256,12 +258,43 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     return Analysis(ledgers, checks, hops, written, explanations, details)
 
 
-def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
-                 reason: str = "", trace: bool = True) -> RunResult:
-    """Run one scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/, rules/, trace/."""
+def collected_json(col: Collected) -> dict[str, Any]:
+    """Collected as JSON: what the guest hands to the host, which then analyses the run itself."""
+    return {
+        "results": {k: asdict(v) for k, v in col.results.items()},
+        "conntrack": col.conntrack,
+        "ipvs": col.ipvs,
+        "points": [asdict(i) for i in col.points],
+        "traces": {k: {"texts": t.texts, "unavailable": t.unavailable,
+                       "before": asdict(t.before) if t.before else None,
+                       "after": asdict(t.after) if t.after else None} for k, t in col.traces.items()},
+    }
+
+
+def collected_from_json(data: dict[str, Any]) -> Collected:
+    """The inverse of `collected_json`."""
+
+    def snap(d: dict[str, Any] | None) -> counters.CounterSnapshot | None:
+        return counters.CounterSnapshot(**d) if d else None
+
+    return Collected(
+        results={k: FlowResult(**v) for k, v in data["results"].items()},
+        conntrack=data["conntrack"],
+        ipvs=data["ipvs"],
+        points=[Interface(**i) for i in data["points"]],
+        traces={k: TraceData(texts=t["texts"], unavailable=t["unavailable"], before=snap(t["before"]),
+                             after=snap(t["after"])) for k, t in data["traces"].items()},
+    )
+
+
+def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
+    """The kernel half of a run: deploy, serve, capture, send, snapshot, destroy (always).
+
+    Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`; returns its seconds. In the
+    guest runtime only this half runs there: the pure analysis runs on the host, where it is fast.
+    """
     lab.require_root()
     started = time.perf_counter()
-    warm = _warm_scapy()
     prepare_out(out)
     plan = plan_fabric(sc.topology)
     with sigterm_as_interrupt():
@@ -271,17 +304,42 @@ def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime:
         finally:
             with signals_blocked():
                 lab.destroy(state.lab)
-    warm.join(timeout=10)
-    a = analyse(sc, plan, col, out, update_goldens, runtime, reason)
-    hops = a.hops
     seconds = time.perf_counter() - started
+    (out / COLLECTED).write_text(json.dumps({**collected_json(col), "seconds": seconds, "trace": trace,
+                                             "kernel": os.uname().release}) + "\n")
+    return seconds
+
+
+def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
+                     reason: str = "") -> RunResult:
+    """The pure half of a run, from the files `collect_scenario` left in `out`: ledger, attribution,
+    oracle, checks; writes hops.json, report.md and report.html."""
+    started = time.perf_counter()
+    path = out / COLLECTED
+    if not path.is_file():
+        raise EnvironmentProblem(f"{sc.name}: the run left no {path} (the collection did not finish)",
+                                 f"see {out / 'guest'} for the guest's logs" if runtime == "vm" else "")
+    data = json.loads(path.read_text())
+    a = analyse(sc, plan_fabric(sc.topology), collected_from_json(data), out, update_goldens, runtime, reason,
+                data["kernel"])
+    hops = a.hops
+    seconds = data["seconds"] + time.perf_counter() - started
     hops["seconds"] = round(seconds, 3)
-    hops["trace"] = trace
+    hops["trace"] = data["trace"]
     (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], a.ledgers, a.checks,
                                                    seconds, flows_json=hops["flows"], mode=hops["mode"]))
     (out / "report.html").write_text(render_html(hops, sc.topology, a.details))
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
+
+
+def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
+                 reason: str = "", trace: bool = True) -> RunResult:
+    """Run one scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/, rules/, trace/."""
+    warm = _warm_scapy()
+    collect_scenario(sc, out, trace)
+    warm.join(timeout=10)
+    return analyse_scenario(sc, out, update_goldens, runtime, reason)
 
 
 def out_dir_for(out: str | None, name: str, several: bool) -> Path:
@@ -298,15 +356,8 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
         return [("host", "already inside the guest kernel")] * len(scenarios)
     if req == "host":
         return [("host", "--runtime host: this kernel, as asked")] * len(scenarios)
-    try:
-        from kpemu.runtime import choose_runtime
-    except ImportError:  # no guest runtime in this build: the host is all there is
-        if req == "vm":
-            from kpemu.errors import EnvironmentProblem
+    from kpemu.runtime import choose_runtime
 
-            raise EnvironmentProblem("--runtime vm: this build has no guest runtime (kpemu.runtime)",
-                                     "use --runtime host") from None
-        return [("host", "no guest runtime available; using this kernel")] * len(scenarios)
     caps = None
     if req == "auto":
         from kpemu.kernel.probe import probe
@@ -315,13 +366,11 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
     return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps) for sc in scenarios]
 
 
-def guest_argv(files: list[str], out: str | None, update_goldens: bool, extra: list[str] | None = None) -> list[str]:
+def guest_argv(files: list[str], out: str | None, extra: list[str] | None = None) -> list[str]:
     """The `kpemu run` command line the guest runs for scenarios that need its kernel."""
     import sys
 
     argv = [sys.executable, "-m", "kpemu.cli", "run", *files, "--runtime", "host"]
     if out is not None:
         argv += ["--out", out]
-    if update_goldens:
-        argv.append("--update-goldens")
     return argv + list(extra or [])

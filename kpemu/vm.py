@@ -287,12 +287,14 @@ echo $? >"$out/{_MARK}-rc"
 """
 
 
-def _guest_env() -> dict[str, str]:
+def _guest_env(kvm: bool) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
     env = {k: v for k, v in os.environ.items() if k.startswith("KPEMU_") and k != "KPEMU_RUNTIME"}
     env.update({"PATH": f"{venv_bin}:{path}:/usr/sbin:/sbin", "HOME": "/root", "KPEMU_IN_GUEST": "1",
-                "KPEMU_RUNTIME": "host", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"})
+                "KPEMU_RUNTIME": "host", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
+                # software emulation runs every process ~10x slower: stretch kpemu's readiness timeouts
+                "KPEMU_SLOWDOWN": os.environ.get("KPEMU_SLOWDOWN") or ("1" if kvm else "10")})
     for k in ("TERM", "COLUMNS", "NO_COLOR", "FORCE_COLOR"):
         if k in os.environ:
             env[k] = os.environ[k]
@@ -367,10 +369,10 @@ def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
         for f in out.glob(f"{_MARK}*"):
             f.unlink()
         output.write_text("")
-        script.write_text(_script(argv, out, cwd, modules, _guest_env()))
+        kvm = kvm_usable(qemu)[0]
+        script.write_text(_script(argv, out, cwd, modules, _guest_env(kvm)))
         for d in rws:
             d.mkdir(parents=True, exist_ok=True)
-        kvm = kvm_usable(qemu)[0]
         cmd = vng_command(kernel, script, rws, kvm, qemu, vng)
         env = dict(os.environ, PATH=f"{Path(vng).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
         if progress:

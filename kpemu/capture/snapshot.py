@@ -6,13 +6,14 @@ import subprocess
 from pathlib import Path
 
 from kpemu.kernel import netns as nsmod
+from kpemu.pace import scaled
 
 SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
 
 
 def _out(ns: str, argv: list[str], timeout: float = 5.0) -> str:
     try:
-        res = nsmod.run_in(ns, argv, timeout=timeout)
+        res = nsmod.run_in(ns, argv, timeout=scaled(timeout))
     except (OSError, subprocess.SubprocessError) as e:
         return f"# {' '.join(argv)} failed: {e}\n"
     if res.returncode != 0:

@@ -12,6 +12,7 @@ from pathlib import Path
 from kpemu.capture.points import capture_file_stem
 from kpemu.errors import EnvironmentProblem
 from kpemu.kernel import netns as nsmod
+from kpemu.pace import scaled
 from kpemu.plan.types import Interface
 from kpemu.traffic.procs import wait_for_lines
 
@@ -43,7 +44,7 @@ def start_captures(points: list[Interface], pcap_dir: Path) -> list[Capture]:
             proc = nsmod.popen_in(i.ns, argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             caps.append(Capture(i, pcap, proc))
         late = wait_for_lines({capture_file_stem(c.iface): c.proc for c in caps}, "listening on",
-                           LISTEN_TIMEOUT, "stderr")
+                           scaled(LISTEN_TIMEOUT), "stderr")
     except BaseException:
         stop_captures(caps)
         raise
@@ -62,7 +63,7 @@ def stop_captures(caps: list[Capture]) -> None:
                 c.proc.send_signal(signal.SIGINT)
     for c in caps:
         try:
-            c.proc.wait(timeout=STOP_TIMEOUT)
+            c.proc.wait(timeout=scaled(STOP_TIMEOUT))
         except subprocess.TimeoutExpired:
             c.proc.kill()
             c.proc.wait()

@@ -1,13 +1,15 @@
 """Apply kube-proxy's iptables restore input inside a node namespace and verify the read-back.
 
-Effects only: the text comes from kpemu.proxy (iptables.restore_text / save.save_text). Each
-table is fed to `iptables-{nft,legacy}-restore --noflush` in one call (as kube-proxy does per
-sync), run inside the namespace by a setns() preexec (no `ip netns exec`). The read-back is
+Effects only: the text comes from kpemu.proxy (iptables.restore_text / save.save_text). All tables
+go to one `iptables-{nft,legacy}-restore --noflush` call, as kube-proxy does per sync, run inside
+the namespace by a setns() preexec (no `ip netns exec`). The read-back is
 `iptables-save` in the same namespace, restricted to kube-proxy's (and kubelet's) chains and the
 built-in-chain rules that jump to them, compared line by line with the expected canonical text.
 """
 
 from __future__ import annotations
+
+import re
 
 from kpemu.errors import ApplyError
 from kpemu.kernel.netns import run_in
@@ -17,27 +19,13 @@ RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
 SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
 
 
-def split_tables(text: str) -> dict[str, str]:
-    """Restore input split into one text per table (`*table` ... `COMMIT`), in order."""
-    out: dict[str, str] = {}
-    table, lines = None, []
-    for line in text.splitlines():
-        if line.startswith("*"):
-            table, lines = line[1:].strip(), [line]
-        elif table is not None:
-            lines.append(line)
-            if line.strip() == "COMMIT":
-                out[table] = "\n".join(lines) + "\n"
-                table = None
-    return out
-
-
 def restore(ns: str, text: str, backend: str = "nft") -> None:
-    """`iptables-restore --noflush` of `text` in netns `ns`, one call per table."""
-    for table, part in split_tables(text).items():
-        res = run_in(ns, [RESTORE[backend], "--noflush", "--wait"], input=part)
-        if res.returncode != 0:
-            raise ApplyError(f"{ns}: {RESTORE[backend]} failed for table {table}: {res.stderr.strip()}")
+    """`iptables-restore --noflush` of `text` (all its tables) in netns `ns`, in one call, as kube-proxy
+    feeds its *filter and *nat blocks to a single iptables-restore per sync."""
+    res = run_in(ns, [RESTORE[backend], "--noflush", "--wait"], input=text)
+    if res.returncode != 0:
+        tables = ", ".join(re.findall(r"^\*(\S+)", text, re.M))
+        raise ApplyError(f"{ns}: {RESTORE[backend]} failed for tables {tables}: {res.stderr.strip()}")
 
 
 def save(ns: str, backend: str = "nft", table: str | None = None) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from kpemu.errors import ApplyError
 from kpemu.kernel.netns import popen_in, run_in
+from kpemu.pace import scaled
 
 RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
 NETLINK_NETFILTER = 12
@@ -171,7 +172,7 @@ def start_tracing(nodes: dict[str, str], match: FlowMatch, backend: str = "nft")
             session.files[node] = Path(name)
             with os.fdopen(fd, "w") as out:
                 session.procs[node] = popen_in(ns, argv, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + CONFIRM_TIMEOUT
+        deadline = time.monotonic() + scaled(CONFIRM_TIMEOUT)
         waiting = set(session.procs)
         while waiting and time.monotonic() < deadline:
             waiting = {n for n in waiting if not _monitor_socket_ready(session.procs[n].pid)}
@@ -181,7 +182,7 @@ def start_tracing(nodes: dict[str, str], match: FlowMatch, backend: str = "nft")
                 time.sleep(0.01)
         if waiting:
             raise ApplyError(f"xtables-monitor did not start listening in {', '.join(sorted(waiting))} "
-                             f"within {CONFIRM_TIMEOUT}s")
+                             f"within {scaled(CONFIRM_TIMEOUT)}s")
     except BaseException:
         session.stop()
         raise

@@ -113,7 +113,7 @@ def _plan_externals(topo: Topology, p: Parts, under: str) -> None:
                 Interface(under, port, UNDERLAY, "underlay-port"),
             ]
             if e.role == "loadbalancer":
-                p.rules.append(Rules(ns, "nat", loadbalancer_rules(topo, e), "loadbalancer"))
+                p.rules.append(Rules(ns, loadbalancer_rules(topo, e), "loadbalancer"))
 
 
 def loadbalancer_rules(topo: Topology, lb: External) -> str:

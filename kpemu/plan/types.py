@@ -121,12 +121,11 @@ class Sysctl:
 
 @dataclass(frozen=True)
 class Rules:
-    """iptables-restore input for one table of one namespace (applied with --noflush)."""
+    """iptables-restore input (one or more tables) for one namespace, applied with --noflush."""
 
     ns: str
-    table: str
     text: str
-    owner: str  # "flannel", "kube-proxy", "calico", "loadbalancer"
+    owner: str  # "flannel", "calico", "loadbalancer"
 
 
 @dataclass(frozen=True)

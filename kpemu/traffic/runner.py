@@ -12,6 +12,7 @@ from kpemu.errors import EnvironmentProblem
 from kpemu.kernel import netns as nsmod
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
+from kpemu.pace import scaled
 from kpemu.traffic.procs import stop_processes, wait_for_lines
 
 READY_TIMEOUT = 5.0
@@ -46,10 +47,10 @@ def start_servers(topo: Topology, members: dict[str, str]) -> list[subprocess.Po
                 argv += [f"--{pp.protocol.lower()}", str(pp.port)]
         procs[pod.name] = nsmod.popen_in(members[pod.name], argv, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, text=True)
-    late = wait_for_lines(procs, "ready", READY_TIMEOUT, "stdout")
+    late = wait_for_lines(procs, "ready", scaled(READY_TIMEOUT), "stdout")
     if late:
         stop_processes(list(procs.values()))
-        raise EnvironmentProblem(f"the servers in {', '.join(late)} did not start within {READY_TIMEOUT}s",
+        raise EnvironmentProblem(f"the servers in {', '.join(late)} did not start within {scaled(READY_TIMEOUT)}s",
                                  "check that the pod ports are free and python runs in the namespace")
     return list(procs.values())
 

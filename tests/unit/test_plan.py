@@ -51,7 +51,7 @@ def test_flannel_pods_hang_off_cni0_with_hairpin() -> None:
 
 
 def test_flannel_rules_are_flanneld_text() -> None:
-    nat = next(r.text for r in FLANNEL.rules if r.ns == "kp-flannel-node2" and r.table == "nat")
+    nat = next(r.text for r in FLANNEL.rules if r.ns == "kp-flannel-node2" and r.owner == "flannel")
     assert '-A FLANNEL-POSTRTG -m mark --mark 0x4000/0x4000 -m comment --comment "flanneld masq" -j RETURN' in nat
     assert ('-A FLANNEL-POSTRTG -s 10.244.1.0/24 -d 10.244.0.0/16 -m comment --comment "flanneld masq" -j RETURN'
             in nat)

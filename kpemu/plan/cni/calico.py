@@ -62,7 +62,7 @@ def plan(topo: Topology, p: Parts) -> None:
                 p.routes.append(
                     Route(ns, peer.podCIDR, via=peer.ip, dev="tunl0", onlink=True, proto="bird")
                 )
-        p.rules.append(Rules(ns, "nat", calico_nat_rules(), "calico"))
+        p.rules.append(Rules(ns, calico_nat_rules(), "calico"))
 
 
 def calico_nat_rules() -> str:

@@ -65,10 +65,10 @@ def plan(topo: Topology, p: Parts) -> None:
             p.routes.append(
                 Route(ns, str(peer_cidr), via=str(peer_cidr.network_address), dev="flannel.1", onlink=True)
             )
-        p.rules += flannel_rules(ns, str(network), str(cidr))
+        p.rules.append(flannel_rules(ns, str(network), str(cidr)))
 
 
-def flannel_rules(ns: str, network: str, pod_cidr: str, random_fully: bool = True) -> list[Rules]:
+def flannel_rules(ns: str, network: str, pod_cidr: str, random_fully: bool = True) -> Rules:
     """FLANNEL-POSTRTG and FLANNEL-FWD as current flanneld installs them (iptables-restore input)."""
     rf = " --random-fully" if random_fully else ""
     masq = '-m comment --comment "flanneld masq"'
@@ -95,4 +95,4 @@ def flannel_rules(ns: str, network: str, pod_cidr: str, random_fully: bool = Tru
         "COMMIT",
         "",
     ])
-    return [Rules(ns, "nat", nat, "flannel"), Rules(ns, "filter", filt, "flannel")]
+    return Rules(ns, nat + filt, "flannel")
