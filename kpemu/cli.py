@@ -18,6 +18,14 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+def human_console(stderr: bool = False) -> Console:
+    """A rich console; when output is not a terminal (CI logs, pipes) tables get 140 columns, not 80."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 140)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as kpemu input errors (exit 2, one clear line)."""
 
@@ -92,7 +100,6 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from kpemu.kernel.probe import CNIS, PROXY_MODES, can_run, probe
@@ -106,7 +113,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                         for k, (ok, missing) in combos.items()}
         print(json.dumps(data, indent=2))
         return 0
-    con = Console()
+    con = human_console()
     t = Table(title=f"kpemu doctor: kernel {caps.kernel} (probed in {caps.seconds:.2f}s)")
     for col in ("feature", "status", "how probed", "detail"):
         t.add_column(col, overflow="fold")
@@ -168,14 +175,13 @@ def cmd_vm_status(args: argparse.Namespace) -> int:
 
 
 def cmd_vm_exec(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     from kpemu import vm
 
     cmd = [c for c in args.cmd if c != "--"] if args.cmd[:1] == ["--"] else list(args.cmd)
     if not cmd:
         raise InputError("kpemu vm exec: give a command after --, e.g. kpemu vm exec -- uname -r")
-    err = Console(stderr=True)
+    err = human_console(stderr=True)
     with err.status("starting the guest") as status:
         res = vm.boot(cmd, Path(args.out), args.timeout, echo=sys.stdout,
                       progress=lambda msg: status.update(msg))
@@ -185,7 +191,6 @@ def cmd_vm_exec(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     from kpemu.model.scenario import load_scenario
     from kpemu.report.terminal import print_summary
@@ -208,7 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
         raise InputError(f"kpemu run: scenario {', '.join(dups)} given twice")
-    console = Console(stderr=args.json, highlight=False)
+    console = human_console(stderr=args.json)
     several = len(scenarios) > 1
     extra = ([] if args.trace else ["--no-trace"]) + (["--proxy-mode", args.proxy_mode] if args.proxy_mode else [])
     if args.compare_modes:

@@ -492,17 +492,24 @@ def compare_paths(pred: Prediction, kernel_path: list[tuple[str, str, str | None
     if not cands:
         return [Disagreement(pred.node, "DNAT target", " or ".join(sorted(pred.endpoints)) or "no DNAT",
                              kernel_dnat or "no DNAT")]
+    kernel_path = _without_returns(kernel_path)
     for o in cands:
-        if o.kube_path() == kernel_path:
+        if _without_returns(o.kube_path()) == kernel_path:
             return []
     best = cands[0]
-    mp = best.kube_path()
+    mp = _without_returns(best.kube_path())
     for i in range(max(len(mp), len(kernel_path))):
         a = mp[i] if i < len(mp) else None
         b = kernel_path[i] if i < len(kernel_path) else None
         if a != b:
             return [Disagreement(pred.node, f"rule {i + 1} of the kube-proxy path", _fmt(a), _fmt(b))]
     return []
+
+
+def _without_returns(path: list[tuple[str, str, str | None]]) -> list[tuple[str, str, str | None]]:
+    """The path without `-j RETURN` steps: some kernels (the guest's 6.1 among them) trace a matched
+    RETURN rule as the chain's own return event, with no rule attached, so it is not always visible."""
+    return [step for step in path if step[2] != "RETURN"]
 
 
 def _fmt(x: tuple[str, str, str | None] | None) -> str:

@@ -18,7 +18,8 @@ from kpemu.traffic.procs import wait_for_lines
 
 LISTEN_TIMEOUT = 5.0
 STOP_TIMEOUT = 3.0
-FILTER = ["ip", "and", "(tcp", "or", "udp", "or", "icmp)"]  # no ARP or IGMP: their timing differs run to run
+# IPv4 TCP/UDP/ICMP and IPIP (protocol 4, calico's underlay); no ARP or IGMP: their timing differs run to run.
+FILTER = ["ip", "and", "(tcp", "or", "udp", "or", "icmp", "or", "ip", "proto", "4)"]
 
 
 @dataclass

@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kpemu.report.mermaid import change_text, hop_point
@@ -125,9 +126,9 @@ def print_comparison(console: Console, scenario: str, modes: tuple[str, str], a:
         if fb is None:
             continue
         rows = compare_flow(fa, fb, fixed)
-        t = Table(title=f"{scenario} / {fa.get('name')}: {modes[0]} vs {modes[1]} "
-                        f"(backends {', '.join(fa.get('backends') or []) or '-'} | "
-                        f"{', '.join(fb.get('backends') or []) or '-'})",
+        t = Table(title=escape(f"{scenario} / {fa.get('name')}: {modes[0]} vs {modes[1]} "
+                               f"(backends {', '.join(fa.get('backends') or []) or '-'} | "
+                               f"{', '.join(fb.get('backends') or []) or '-'})"),
                   title_justify="left", show_lines=True)
         for col in ("", "dir", "where", f"{modes[0]}: tuple", f"{modes[0]}: changed, by",
                     f"{modes[1]}: tuple", f"{modes[1]}: changed, by", "differs"):
@@ -141,8 +142,8 @@ def print_comparison(console: Console, scenario: str, modes: tuple[str, str], a:
                     return ("(not seen)", "")
                 return (c.tuple, c.changed + (f"\nby {c.by}" if c.by else ""))
 
-            t.add_row(mark, r.direction, r.point, *side(r.a), *side(r.b), ", ".join(r.differs),
-                      style="yellow" if r.differs else None)
+            cells = (mark, r.direction, r.point, *side(r.a), *side(r.b), ", ".join(r.differs))
+            t.add_row(*(escape(str(c)) for c in cells), style="yellow" if r.differs else None)
         console.print(t)
         for mode, f in ((modes[0], fa), (modes[1], fb)):
             o = (f.get("oracle") or {}).get("text")

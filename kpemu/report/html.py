@@ -57,10 +57,13 @@ def sequence_svg(flow: Mapping) -> str:
         y += _ROW
         for ch in h.get("changed_by") or []:
             text = change_text(ch)
-            w = min(len(text) * 6.6 + 12, width - 20)
+            fits = int((width - 32) / 6.6)
+            shown = text if len(text) <= fits else text[: fits - 1] + "…"  # the full text is the tooltip
+            w = len(shown) * 6.6 + 12
             left = max(min(cur - 20, width - w - 10), 10)
-            out.append(f'<rect class="note" x="{left}" y="{y - 30}" width="{w}" height="22" fill="#fff8c4" '
-                       f'stroke="#c9b400"/><text x="{left + 6}" y="{y - 15}">{e(text)}</text>')
+            out.append(f'<g><title>{e(text)}</title><rect class="note" x="{left}" y="{y - 30}" width="{w}" '
+                       f'height="22" fill="#fff8c4" stroke="#c9b400"/><text x="{left + 6}" y="{y - 15}">'
+                       f"{e(shown)}</text></g>")
             y += _ROW
         prev = h
     out.append("</svg>")
@@ -125,8 +128,14 @@ def render_html(hops: Mapping, topo: Topology | None = None,
         out.append(f"<h2>{e(title)}</h2><pre>{e(body)}</pre>")
     checks = hops.get("checks") or []
     if checks:
-        out.append("<h2>Expectations</h2><ul>")
-        out += [f"<li class=\"{'ok' if c.get('ok') else 'fail'}\">{e(str(c))}</li>" for c in checks]
-        out.append("</ul>")
+        out.append("<h2>Expectations</h2><table><tr><th>flow</th><th>check</th><th></th><th>expected</th>"
+                   "<th>seen</th></tr>")
+        for c in checks:
+            cls, verdict = ("ok", "PASS") if c.get("ok") else ("fail", "FAIL")
+            seen = str(c.get("seen", "")) + (f"\n{c['diff']}" if c.get("diff") else "")
+            out.append(f"<tr><td>{e(str(c.get('flow', '')))}</td><td>{e(str(c.get('what', '')))}</td>"
+                       f'<td class="{cls}">{verdict}</td><td>{e(str(c.get("expected", "")))}</td>'
+                       f"<td><pre>{e(seen)}</pre></td></tr>")
+        out.append("</table>")
     out.append("</body></html>\n")
     return "\n".join(out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kpemu.analyse.expect import Check
@@ -23,11 +24,11 @@ def print_summary(console: Console, scenario: str, ledgers: list[FlowLedger], ch
         title = (f"{scenario} / {fl.name}: {fl.src_member} -> {fl.dst} ({fl.protocol}), "
                  + ", ".join(f"{o} x{outcomes.count(o)}" for o in sorted(set(outcomes)))
                  + (f", backends {', '.join(backends)}" if backends else ""))
-        table = Table(title=title, title_justify="left", show_lines=False)
+        table = Table(title=escape(title), title_justify="left", show_lines=False)
         for h in HEADERS:
             table.add_column(h, overflow="fold")
         for row in hop_rows(rep.hops if rep else []):
-            table.add_row(*row)
+            table.add_row(*(escape(c) for c in row))  # captured text is data, not rich markup
         console.print(table)
         for e in (rep.conntrack if rep else []):
             console.print(f"  conntrack {e['node']}: {e['line']}", highlight=False)
