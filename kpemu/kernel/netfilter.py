@@ -13,6 +13,7 @@ import re
 
 from kpemu.errors import ApplyError
 from kpemu.kernel.netns import run_in
+from kpemu.kernel.readback import check_readback
 from kpemu.proxy.rules import BUILTIN_CHAINS, split_line
 
 RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
@@ -61,23 +62,12 @@ def owned_lines(save_text: str, chains: dict[str, set[str]]) -> dict[str, list[s
     return out
 
 
-def first_difference(expected: dict[str, list[str]], got: dict[str, list[str]]) -> str | None:
-    """'table: expected X, got Y' for the first differing line, or None."""
-    for table in sorted(set(expected) | set(got)):
-        e, g = expected.get(table, []), got.get(table, [])
-        for i in range(max(len(e), len(g))):
-            a = e[i] if i < len(e) else "<nothing>"
-            b = g[i] if i < len(g) else "<nothing>"
-            if a != b:
-                return f"table {table}, line {i + 1}: expected {a!r}, got {b!r}"
-    return None
-
-
 def verify(ns: str, expected_save: str, chains: dict[str, set[str]], backend: str = "nft") -> None:
     """Compare the namespace's iptables-save with `expected_save` on `chains`; ApplyError if not equal."""
-    diff = first_difference(owned_lines(expected_save, chains), owned_lines(save(ns, backend), chains))
-    if diff:
-        raise ApplyError(f"{ns}: iptables read-back differs from kube-proxy's rules: {diff}")
+    expected, got = owned_lines(expected_save, chains), owned_lines(save(ns, backend), chains)
+    for table in sorted(set(expected) | set(got)):
+        check_readback(f"{ns}: iptables-save -t {table}", "\n".join(expected.get(table, [])),
+                       "\n".join(got.get(table, [])))
 
 
 def apply_and_verify(ns: str, restore_text: str, expected_save: str, chains: dict[str, set[str]],

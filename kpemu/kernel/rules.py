@@ -1,7 +1,7 @@
 """Apply the netfilter side of a lab: kube-proxy's state on every node, then the CNI's own rules.
 
-kube-proxy's state is applied the way kube-proxy applies it (one iptables-restore --noflush per
-table, one ipset restore, IPVS through netlink) and read back; any difference from `kpemu rules`
+kube-proxy's state is applied the way kube-proxy applies it (one iptables-restore --noflush with
+all its tables, one ipset restore, IPVS through netlink) and read back; any difference from `kpemu rules`
 fails the deploy, naming the first differing line. CNI rules (flannel, calico, the external load
 balancer) follow, appended after kube-proxy's jumps as those daemons do on a real node.
 """
@@ -69,12 +69,10 @@ def needs_route_localnet(topo: Topology) -> bool:
     return flavour_for(kp).route_localnet_always or (kp.localhostNodePorts and loopback)
 
 
-def apply_rules(topo: Topology, plan: Plan) -> Topology:
-    """kube-proxy's state on every node, then CNI and load-balancer rules. Returns the topology with
-    randomFully resolved, so later steps (reports, the oracle) see what was really applied."""
+def apply_rules(topo: Topology, plan: Plan) -> None:
+    """kube-proxy's state on every node, then CNI and load-balancer rules."""
     topo = resolve_random_fully(topo, netns_name(topo.name, topo.nodes[0].name))
     for node in topo.nodes:
         apply_kube_proxy(topo, node.name)
     for r in plan.rules:
         netfilter.restore(r.ns, r.text, topo.kubeProxy.backend)
-    return topo

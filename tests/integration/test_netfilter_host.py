@@ -65,7 +65,7 @@ def test_mismatch_names_first_differing_line(scratch: str) -> None:
     rs = iptables_rules(topo, "node1")
     netfilter.restore(scratch, restore_text(rs), "nft")
     wrong = save_text(rs, "nft").replace("--probability 0.33333333349", "--probability 0.25000000000")
-    with pytest.raises(ApplyError, match=r"expected '.*0\.25000000000.*', got '.*0\.33333333349"):
+    with pytest.raises(ApplyError, match=r"expected '.*0\.25000000000.*', kernel has '.*0\.33333333349"):
         netfilter.verify(scratch, wrong, kube_proxy_chains(rs), "nft")
 
 

@@ -43,8 +43,10 @@ def test_nodeport_ipvs_seed_000(tmp_path: Path) -> None:
 
 def test_nodeport_ipvs_remote_crosses_ipip(tmp_path: Path) -> None:
     f = run_scenario("nodeport-ipvs-remote", tmp_path)["flows"][0]
-    under = sightings(f, "underlay/n-node1")
-    assert under and under[0]["outer"]["type"] == "ipip" and under[0]["outer"]["dst"] == "10.246.198.18"
+    # the underlay port of node1 sees the client's packet (plain) and node1's copy to node2 (IPIP)
+    ipip = [h for h in sightings(f, "underlay/n-node1") if h["outer"]]
+    assert ipip and ipip[0]["outer"]["type"] == "ipip" and ipip[0]["outer"]["dst"] == "10.246.198.18"
+    assert (ipip[0]["src"], ipip[0]["dst"]) == ("192.168.97.1", "192.168.98.10")
     assert {h["src"] for h in sightings(f, "nginx-1/eth0")} == {"192.168.97.1"}
 
 
