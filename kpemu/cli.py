@@ -61,11 +61,35 @@ def cmd_rules(args: argparse.Namespace) -> int:
 def cmd_deploy(args: argparse.Namespace) -> int:
     from kpemu import lab
     from kpemu.model import load_topology
+    from kpemu.runtime import choose_runtime
 
     topo = load_topology(args.file)
+    cmd = args.cmd
+    runtime, reason = choose_runtime(args.runtime, [(topo.cni, topo.kubeProxy.mode)])
+    if runtime == "vm":
+        return _deploy_in_guest(args.file, topo.name, cmd, reason)
+    if cmd:
+        raise InputError("kpemu deploy: a command after -- is only for --runtime vm (on the host, the lab stays "
+                         "up: use kpemu exec)")
     state = lab.deploy(topo, source=args.file)
     print(f"lab {state.lab} deployed: {len(state.namespaces)} namespaces in {state.deploy_seconds:.2f}s")
     return 0
+
+
+def _deploy_in_guest(file: str, name: str, cmd: list[str], reason: str) -> int:
+    """A lab in the guest lives as long as the guest: deploy, run `cmd` (default: inspect), destroy."""
+    import shlex
+
+    from kpemu.vm import run_in_guest
+
+    console = human_console()
+    console.print(f"runtime: vm ({reason}); the lab lives only while the guest runs `{shlex.join(cmd) or 'inspect'}`")
+    kpemu = f"{shlex.quote(sys.executable)} -m kpemu.cli"
+    then = shlex.join(cmd) if cmd else f"{kpemu} inspect {shlex.quote(name)}"
+    script = (f"{kpemu} deploy {shlex.quote(file)} --runtime host || exit $?; {then}; rc=$?; "
+              f"{kpemu} destroy {shlex.quote(name)} >/dev/null; exit $rc")
+    return run_in_guest(["sh", "-c", script], Path("runs") / f"deploy-{name}" / "guest", echo=console.file,
+                        progress=lambda m: console.print(f"vm: {m}"))
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
@@ -93,7 +117,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_exec(args: argparse.Namespace) -> int:
     from kpemu import lab
 
-    cmd = [c for c in args.cmd if c != "--"]
+    cmd = args.cmd
     if not cmd:
         raise InputError("kpemu exec: give a command after --, e.g. kpemu exec LAB node1 -- ip route")
     return lab.exec_in(args.name, args.member, cmd)
@@ -178,7 +202,7 @@ def cmd_vm_exec(args: argparse.Namespace) -> int:
 
     from kpemu import vm
 
-    cmd = [c for c in args.cmd if c != "--"] if args.cmd[:1] == ["--"] else list(args.cmd)
+    cmd = args.cmd
     if not cmd:
         raise InputError("kpemu vm exec: give a command after --, e.g. kpemu vm exec -- uname -r")
     err = human_console(stderr=True)
@@ -355,7 +379,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("deploy", help="build a lab from a topology (root)")
     s.add_argument("file")
-    s.set_defaults(func=cmd_deploy)
+    s.add_argument("--runtime", choices=["auto", "host", "vm"], default=None,
+                   help="where to build it (default auto: this kernel when it can, else a guest kernel)")
+    s.set_defaults(func=cmd_deploy, takes_command="with the vm runtime: -- CMD runs in the guest while the lab "
+                                                  "is up (default: inspect)")
 
     s = sub.add_parser("destroy", help="remove a lab, or every kpemu lab with --all (root)")
     s.add_argument("name", nargs="?")
@@ -370,8 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("exec", help="run a command in a lab member's namespace")
     s.add_argument("name")
     s.add_argument("member")
-    s.add_argument("cmd", nargs=argparse.REMAINDER)
-    s.set_defaults(func=cmd_exec)
+    s.set_defaults(func=cmd_exec, takes_command="-- CMD to run")
 
     # >>> doctor / vm subcommands (guest runtime)
     s = sub.add_parser("doctor", help="kernel and tool capabilities; what can run on the host, what needs the vm")
@@ -389,8 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = vsub.add_parser("exec", help="boot the guest once and run a command in it")
     v.add_argument("--out", default="runs/vm-exec", help="shared directory for the console and output logs")
     v.add_argument("--timeout", type=float, default=1800.0)
-    v.add_argument("cmd", nargs=argparse.REMAINDER)
-    v.set_defaults(func=cmd_vm_exec)
+    v.set_defaults(func=cmd_vm_exec, takes_command="-- CMD to run in the guest")
     # <<< doctor / vm subcommands
     # >>> run subcommand (scenarios)
     s = sub.add_parser("run", help="deploy, send traffic, capture every hop, explain, check, destroy (root)")
@@ -421,10 +446,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """kpemu's own arguments and the command after the first `--` (deploy, exec, vm exec), kept whole:
+    `kpemu deploy F -- kpemu exec lab node1 -- ipvsadm -Sn` keeps the inner `--`."""
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, []
+    i = argv.index("--")
+    return argv[:i], argv[i + 1:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `kpemu` console script."""
     try:
-        args = build_parser().parse_args(argv)
+        own, command = split_command(sys.argv[1:] if argv is None else argv)
+        args = build_parser().parse_args(own)
+        if command and not getattr(args, "takes_command", None):
+            raise InputError(f"kpemu {args.command}: takes no command after --")
+        args.cmd = command
         return int(args.func(args))
     except KpemuError as e:
         print(f"kpemu: {e}" if not isinstance(e, InputError) else str(e), file=sys.stderr)
