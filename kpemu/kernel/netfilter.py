@@ -78,12 +78,11 @@ def apply_and_verify(ns: str, restore_text: str, expected_save: str, chains: dic
 
 
 def supports_random_fully(ns: str, backend: str = "nft") -> bool:
-    """Whether the namespace's iptables accepts `MASQUERADE --random-fully` (for randomFully: None).
+    """Whether kube-proxy would add `--random-fully` here (for randomFully: None).
 
-    Creates a throwaway nat chain KPEMU-RF-PROBE with one rule and deletes it again.
+    kube-proxy decides by the iptables version (`HasRandomFully()`: 1.6.2 or newer), not by trying a
+    rule; so does this, with the same binary the node's rules are restored with.
     """
-    probe = "*nat\n:KPEMU-RF-PROBE - [0:0]\n-A KPEMU-RF-PROBE -j MASQUERADE --random-fully\nCOMMIT\n"
-    ok = run_in(ns, [RESTORE[backend], "--noflush", "--wait"], input=probe).returncode == 0
-    run_in(ns, [RESTORE[backend], "--noflush", "--wait"],
-           input="*nat\n:KPEMU-RF-PROBE - [0:0]\n-X KPEMU-RF-PROBE\nCOMMIT\n")
-    return ok
+    res = run_in(ns, [RESTORE[backend].replace("-restore", ""), "--version"])
+    found = re.search(r"v(\d+)\.(\d+)\.(\d+)", res.stdout)
+    return found is not None and tuple(int(x) for x in found.groups()) >= (1, 6, 2)
