@@ -34,17 +34,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from kpemu.model import topology_from_data
-    from kpemu.model.load import read_yaml
+    from kpemu.model import load_topology
+    from kpemu.model.scenario import is_scenario_file, load_scenario
 
     for f in args.files:
-        data = read_yaml(Path(f))
-        if isinstance(data, dict) and "flows" in data:
-            from kpemu.model.scenario import load_scenario
-
+        if is_scenario_file(Path(f)):
             load_scenario(f)
         else:
-            topology_from_data(data, f)
+            load_topology(f)
         print(f"{f}: ok")
     return 0
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from kpemu.analyse.ledger import ConnLedger, FlowLedger, Hop
-from kpemu.proxy.rules import BUILTIN_CHAINS, split_line
+from kpemu.proxy.rules import split_line
 
 _VERDICTS = {"0xffffffff": "CONTINUE", "0xfffffffe": "BREAK", "0xfffffffd": "JUMP", "0xfffffffc": "GOTO",
              "0xfffffffb": "RETURN"}
@@ -266,12 +266,6 @@ class ConnAttribution:
     packets: list[TracedPacket] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def by_node(self) -> dict[str, list[TracedPacket]]:
-        out: dict[str, list[TracedPacket]] = {}
-        for p in self.packets:
-            out.setdefault(p.node, []).append(p)
-        return out
-
 
 def attribute_connection(cl: ConnLedger, traces: Mapping[str, list[TracedPacket]],
                          schedulers: Mapping[str, str] | None = None) -> ConnAttribution:
@@ -387,10 +381,6 @@ def ipvs_decisions(before: str, after: str, services: str) -> list[dict]:
             out.append({"virtual": svc, "scheduler": sched.get(svc), "real": real, "connections": grew,
                         "text": f"IPVS {sched.get(svc, '?')} {svc} -> {real}"})
     return out
-
-
-def is_builtin(table: str, chain: str) -> bool:
-    return chain in BUILTIN_CHAINS.get(table, ())
 
 
 def kernel_kube_path(pkt: TracedPacket) -> list[tuple[str, str, str | None]]:

@@ -25,7 +25,6 @@ RT_SCOPE = {"universe": 0, "link": 253, "host": 254}
 RTN_TYPE = {"unicast": 1, "blackhole": 6}
 NUD_PERMANENT = 0x80
 NTF_SELF = 0x02
-AF_BRIDGE = 7
 RTNH_F_ONLINK = 4
 CHECKSUM_FEATURE = "tx-checksum-ip-generic"
 

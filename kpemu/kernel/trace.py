@@ -94,7 +94,6 @@ class TraceSession:
     installed: list[str] = field(default_factory=list)
     unavailable: str | None = None
     output: dict[str, str] = field(default_factory=dict)
-    started_at: float = 0.0
 
     def stop(self) -> dict[str, str]:
         """Let the last events arrive, stop the monitors, remove the rules; node -> trace text."""
@@ -186,5 +185,4 @@ def start_tracing(nodes: dict[str, str], match: FlowMatch, backend: str = "nft")
     except BaseException:
         session.stop()
         raise
-    session.started_at = time.time()
     return session

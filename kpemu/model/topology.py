@@ -18,7 +18,8 @@ LabName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")]
 IPv4 = Annotated[str, Field(description="an IPv4 address such as 10.246.198.17")]
 CIDR = Annotated[str, Field(description="an IPv4 network such as 10.244.0.0/16")]
 
-NEWEST_KUBE_PROXY = "1.33"
+OLDEST_MINOR, NEWEST_MINOR = 10, 33  # kube-proxy releases 1.10 .. 1.33 are modelled
+NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
 
 
 def _check_ip(value: str) -> str:

@@ -6,9 +6,8 @@ import ipaddress
 from collections.abc import Callable, Iterable
 
 from kpemu.errors import Problem
-from kpemu.model.topology import Pod, Service, Topology
+from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR, Pod, Service, Topology
 
-OLDEST_KUBE_PROXY, NEWEST_KUBE_PROXY = 10, 33
 Net = ipaddress.IPv4Network
 Report = Callable[[str, str], None]
 
@@ -161,9 +160,9 @@ def _find_service(topo: Topology, key: str) -> Service | None:
 
 def _check_kube_proxy(topo: Topology, bad: Report) -> None:
     kp = topo.kubeProxy
-    if not OLDEST_KUBE_PROXY <= kp.minor <= NEWEST_KUBE_PROXY:
-        bad("kubeProxy.version", f"kube-proxy {kp.version} is not modelled; expected 1.{OLDEST_KUBE_PROXY} to "
-                                 f"1.{NEWEST_KUBE_PROXY}")
+    if not OLDEST_MINOR <= kp.minor <= NEWEST_MINOR:
+        bad("kubeProxy.version", f"kube-proxy {kp.version} is not modelled; expected 1.{OLDEST_MINOR} to "
+                                 f"1.{NEWEST_MINOR}")
     if kp.mode == "ipvs" and kp.minor < 11:
         bad("kubeProxy.mode", "IPVS mode is modelled from kube-proxy 1.11 (GA); raise kubeProxy.version")
     if kp.scheduler != "rr" and kp.mode != "ipvs":

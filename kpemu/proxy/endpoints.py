@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from kpemu.model.topology import Service, ServicePort, Topology
 from kpemu.model.validate import selected_pods
+from kpemu.proxy.naming import join_host_port
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class EndpointInfo:
     @property
     def hostport(self) -> str:
         """net.JoinHostPort(ip, port)."""
-        return f"{self.ip}:{self.port}"
+        return join_host_port(self.ip, self.port)
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,6 @@ class ServicePortInfo:
         """Lower-case protocol as used in iptables (tcp, udp, sctp)."""
         return self.port.protocol.lower()
 
-    @property
-    def has_endpoints(self) -> bool:
-        """Any usable endpoint anywhere (kube-proxy's hasEndpoints)."""
-        return bool(self.cluster_endpoints) or bool(self.local_endpoints)
-
-    @property
-    def is_local(self) -> dict[str, bool]:
-        return {e.hostport: e.node == self.node for e in self.endpoints}
 
 
 def _all_endpoints(topo: Topology, svc: Service, port: ServicePort) -> list[EndpointInfo]:

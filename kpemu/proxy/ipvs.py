@@ -124,10 +124,6 @@ class IpvsState:
             out.append("COMMIT")
         return "\n".join(out) + "\n"
 
-    def ipset_restore_text(self) -> str:
-        """`ipset restore` input that creates every set with its members."""
-        return ipset_text.restore_input(self.ipsets)
-
     def ipset_save_text(self) -> str:
         """What `ipset save` prints for these sets (canonical: no initval, members sorted)."""
         return ipset_text.save_text(self.ipsets)

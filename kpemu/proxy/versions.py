@@ -38,9 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Protocol
 
-OLDEST, NEWEST = 10, 33
-
-SEED_001_RELEASE = "1.14"
+from kpemu.model.topology import NEWEST_MINOR as NEWEST
+from kpemu.model.topology import OLDEST_MINOR as OLDEST
 
 
 class _Settings(Protocol):
