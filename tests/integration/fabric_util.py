@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
 
+from kpemu import lab
 from kpemu.kernel import netns as nsmod
+from kpemu.lab import LabState
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
 
@@ -48,6 +52,21 @@ def lab_topology(file: Path, name: str) -> Topology:
     data = yaml.safe_load(file.read_text())
     data["name"] = name
     return topology_from_data(data, str(file))
+
+
+@contextlib.contextmanager
+def deployed_lab(file: Path, name: str) -> Iterator[tuple[Topology, LabState]]:
+    """Deploy a shipped topology as lab `name`; on exit destroy it and check that nothing is left and
+    that the root namespace's links, addresses, routes and rules are byte-identical to before."""
+    topo = lab_topology(file, name)
+    before = root_snapshot()
+    state = lab.deploy(topo, file.name)
+    try:
+        yield topo, state
+    finally:
+        lab.destroy(topo.name)
+    assert not nsmod.list_netns(f"kp-{name}-")
+    assert root_snapshot() == before
 
 
 def serve(ns: str, port: int, answer: str, count: int = 1) -> subprocess.Popen[str]:

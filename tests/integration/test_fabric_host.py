@@ -11,22 +11,15 @@ from scapy.layers.vxlan import VXLAN
 from kpemu import lab
 from kpemu.kernel import netns as nsmod
 from tests.conftest import TOPOLOGIES, needs_root
-from tests.integration.fabric_util import Capture, connect, lab_topology, root_snapshot, serve
+from tests.integration.fabric_util import Capture, connect, deployed_lab, lab_topology, serve
 
 pytestmark = [needs_root, pytest.mark.root]
 
 
 @pytest.fixture
 def flannel_lab():  # type: ignore[no-untyped-def]
-    topo = lab_topology(TOPOLOGIES / "flannel-vxlan.yaml", "itfab")
-    before = root_snapshot()
-    state = lab.deploy(topo, "flannel-vxlan.yaml")
-    try:
-        yield topo, state
-    finally:
-        lab.destroy(topo.name)
-    assert not nsmod.list_netns("kp-itfab-")
-    assert root_snapshot() == before
+    with deployed_lab(TOPOLOGIES / "flannel-vxlan.yaml", "itfab") as deployed:
+        yield deployed
 
 
 def test_pod_to_pod_crosses_underlay_as_vxlan(flannel_lab, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -10,25 +10,17 @@ from pathlib import Path
 import pytest
 from scapy.all import IP, TCP, rdpcap
 
-from kpemu import lab
 from kpemu.kernel import netns as nsmod
 from tests.conftest import TOPOLOGIES, needs_root
-from tests.integration.fabric_util import Capture, connect, lab_topology, root_snapshot, serve
+from tests.integration.fabric_util import Capture, connect, deployed_lab, serve
 
 pytestmark = [needs_root, pytest.mark.vm]
 
 
 @pytest.fixture
 def calico_lab():  # type: ignore[no-untyped-def]
-    topo = lab_topology(TOPOLOGIES / "calico-ipip.yaml", "itcal")
-    before = root_snapshot()
-    state = lab.deploy(topo, "calico-ipip.yaml")
-    try:
+    with deployed_lab(TOPOLOGIES / "calico-ipip.yaml", "itcal") as (_, state):
         yield state
-    finally:
-        lab.destroy(topo.name)
-    assert not nsmod.list_netns("kp-itcal-")
-    assert root_snapshot() == before
 
 
 def test_pod_to_pod_crosses_underlay_as_ipip(calico_lab, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
