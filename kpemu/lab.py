@@ -71,7 +71,8 @@ def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabSta
     """Build the lab: namespaces, CNI wiring, CNI and kube-proxy rules. Rolls back on failure."""
     require_root()
     plan = plan or plan_fabric(topo)
-    clashes = [ns.name for ns in plan.namespaces if ns.name in set(nsmod.list_netns(PREFIX))]
+    existing = set(nsmod.list_netns(PREFIX))
+    clashes = [ns.name for ns in plan.namespaces if ns.name in existing]
     if clashes or load_state(topo.name):
         raise EnvironmentProblem(
             f"lab {topo.name!r} already exists ({', '.join(clashes) or 'state file present'})",
@@ -132,6 +133,7 @@ def labs() -> list[str]:
 def inspect(lab: str | None = None) -> dict[str, Any]:
     """Namespaces, interfaces with addresses, and routes of one lab or of all of them."""
     names = [lab] if lab else labs()
+    present = set(nsmod.list_netns(PREFIX))
     out: dict[str, Any] = {"labs": []}
     for name in names:
         state = load_state(name)
@@ -144,12 +146,10 @@ def inspect(lab: str | None = None) -> dict[str, Any]:
             "members": [
                 {"member": m, "kind": state.kinds.get(m, ""), **describe_netns(ns)}
                 for m, ns in state.members.items()
-                if ns in set(nsmod.list_netns(PREFIX))
+                if ns in present
             ],
         })
-    out["orphans"] = sorted(
-        set(nsmod.list_netns(PREFIX)) - {ns for n in labs() if (s := load_state(n)) for ns in s.namespaces}
-    )
+    out["orphans"] = sorted(present - {ns for n in labs() if (s := load_state(n)) for ns in s.namespaces})
     return out
 
 

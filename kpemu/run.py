@@ -218,6 +218,8 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     for i in col.points:
         txt = out / "capture" / f"{capture_file_stem(i)}.txt"
         texts[f"{i.member}_{i.name}"] = txt.read_text() if txt.exists() else ""
+    rules_text = {f.name: f.read_text() for f in (out / "rules").glob("*.*")} if (out / "rules").is_dir() else {}
+    ipvs_services = {n.name: rules_text.get(f"{n.name}.ipvs", "") for n in sc.topology.nodes}
     ledgers: list[FlowLedger] = []
     explanations: dict[str, FlowExplanation] = {}
     for flow in sc.flows:
@@ -226,12 +228,11 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
                                res.connections, packets, infos)
         attach_state(fl, conntrack, ipvs)
         explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
-                                             texts)
+                                             texts, ipvs_services)
         ledgers.append(fl)
     by_name = {fl.name: fl for fl in ledgers}
     checks: list[Check] = []
     ports = fixed_ports(sc.topology)
-    rules_text = {f.name: f.read_text() for f in (out / "rules").glob("*.*")} if (out / "rules").is_dir() else {}
     written: list[Path] = []
     for exp in sc.spec.expect:
         checks += check_flow(exp, by_name[exp.flow], rules_text)

@@ -220,21 +220,26 @@ class FlowExplanation:
 
 
 def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
-                 captures: Mapping[str, str] | None = None) -> FlowExplanation:
-    """Attribute, walk hooks, check seed 002 and the oracle for one flow (fills `fl`'s `by` in place)."""
+                 captures: Mapping[str, str] | None = None,
+                 ipvs_services: Mapping[str, str] | None = None) -> FlowExplanation:
+    """Attribute, walk hooks, check seed 002 and the oracle for one flow (fills `fl`'s `by` in place).
+
+    `ipvs_services` is each node's `ipvsadm -Sn` text (rules/<node>.ipvs), for schedulers and decisions.
+    """
+    services = ipvs_services or {}
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
     nodes = [n.name for n in topo.nodes]
     sched: dict[str, str] = {}
     if data.after is not None:
         for n in nodes:
-            sched.update(ipvs_schedulers(data.after.ipvs_services.get(n, "")))
+            sched.update(ipvs_schedulers(services.get(n, "")))
             deltas = counter_deltas(data.before.iptables.get(n, ""), data.after.iptables.get(n, ""))
             rows = [{"table": t, "rule": r, "packets": k} for t, r, k in deltas if t != "raw"]
             if rows:
                 ex.counters[n] = rows[:MAX_COUNTER_RULES]
             if data.after.ipvs_stats.get(n):
                 dec = ipvs_decisions(data.before.ipvs_stats.get(n, ""), data.after.ipvs_stats[n],
-                                     data.after.ipvs_services.get(n, ""))
+                                     services.get(n, ""))
                 if dec:
                     ex.ipvs_decisions[n] = dec
     atts = attribute_flow(fl, data.texts if ex.traced else {}, sched)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from kpemu.kernel import netns as nsmod
@@ -11,14 +10,8 @@ from kpemu.pace import scaled
 SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
 
 
-def _out(ns: str, argv: list[str], timeout: float = 5.0) -> str:
-    try:
-        res = nsmod.run_in(ns, argv, timeout=scaled(timeout))
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"# {' '.join(argv)} failed: {e}\n"
-    if res.returncode != 0:
-        return f"# {' '.join(argv)} exited {res.returncode}: {res.stderr.strip()}\n"
-    return res.stdout
+def _out(ns: str, argv: list[str]) -> str:
+    return nsmod.output_in(ns, argv, timeout=scaled(5.0))
 
 
 def save_rules(nodes: dict[str, str], backend: str, ipvs: bool, rules_dir: Path) -> None:

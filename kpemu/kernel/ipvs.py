@@ -13,14 +13,15 @@ import shutil
 import socket
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 
 from pyroute2 import IPVS, IPVSDest, IPVSService
 from pyroute2.netlink.exceptions import NetlinkError
 
 from kpemu.errors import ApplyError
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel.fabric import write_sysctls
 from kpemu.kernel.readback import check_readback
+from kpemu.plan.types import Sysctl
 from kpemu.proxy import ipvsadm_text
 from kpemu.proxy.ipvs import DUMMY_DEVICE, IpvsState
 from kpemu.proxy.ipvsadm_text import FWD_MASQ, RealServer, VirtualServer
@@ -80,16 +81,6 @@ def ensure_dummy(ns: str, addresses: Sequence[str]) -> None:
         ipr.close()
 
 
-def write_sysctls(ns: str, sysctls: Sequence[tuple[str, str]]) -> None:
-    """Write IPVS-mode sysctls inside `ns` (net/ipv4/vs/* exist only once ip_vs is loaded)."""
-    with nsmod.inside(ns):
-        for key, value in sysctls:
-            try:
-                Path("/proc/sys", key).write_text(value)
-            except OSError as e:
-                raise ApplyError(f"{ns}: cannot set {key.replace('/', '.')}={value}: {e}") from None
-
-
 def add_virtual_servers(ns: str, services: Sequence[VirtualServer]) -> None:
     """Create every virtual server and its real servers through IPVS netlink inside `ns`."""
     sock = IPVS(netns=ns, flags=0)
@@ -145,6 +136,6 @@ def ipvs_saved(ns: str) -> str:
 def apply_ipvs(ns: str, state: IpvsState) -> None:
     """kube-ipvs0 + addresses, sysctls, virtual servers; then verify the table read back."""
     ensure_dummy(ns, state.bound_addresses)
-    write_sysctls(ns, state.sysctls)
+    write_sysctls([Sysctl(ns, key, value) for key, value in state.sysctls])
     add_virtual_servers(ns, state.virtual_servers)
     check_readback(f"{ns}: ipvsadm -Sn", state.ipvsadm_text(), ipvs_saved(ns))

@@ -118,6 +118,18 @@ def run_in(name: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Complete
     return subprocess.run(list(argv), preexec_fn=setns_preexec(name), **kwargs)
 
 
+def output_in(name: str, argv: Sequence[str], timeout: float = 10.0) -> str:
+    """stdout of a short command inside `name`, or a `# ... failed` comment line when it did not work:
+    for snapshots, which must never stop a run."""
+    try:
+        res = run_in(name, argv, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"# {' '.join(argv)} failed: {e}\n"
+    if res.returncode != 0:
+        return f"# {' '.join(argv)} exited {res.returncode}: {res.stderr.strip()}\n"
+    return res.stdout
+
+
 def popen_in(name: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
     """subprocess.Popen inside namespace `name`."""
     return subprocess.Popen(list(argv), preexec_fn=setns_preexec(name), **kwargs)
