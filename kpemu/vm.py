@@ -369,7 +369,7 @@ def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
         for f in out.glob(f"{_MARK}*"):
             f.unlink()
         output.write_text("")
-        kvm = kvm_usable(qemu)[0]
+        kvm = kvm_usable(qemu, kernel.vmlinuz)[0]
         script.write_text(_script(argv, out, cwd, modules, _guest_env(kvm)))
         for d in rws:
             d.mkdir(parents=True, exist_ok=True)
@@ -457,7 +457,7 @@ def status() -> dict:
     """Which kernel the vm runtime would boot, the cache, QEMU, vng and KVM (for `kpemu vm status`)."""
     k = find_kernel()
     qemu = find_tool("qemu-system-x86_64")
-    kvm_ok, kvm_how = kvm_usable() if qemu else (False, "no qemu")
+    kvm_ok, kvm_how = kvm_usable(qemu, k.vmlinuz if k else None) if qemu else (False, "no qemu")
     return {
         "cache": str(cache_dir()),
         "kernel": None if k is None else {"version": k.version, "vmlinuz": str(k.vmlinuz),

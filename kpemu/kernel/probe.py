@@ -8,6 +8,9 @@ whether a set of capabilities has them.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -22,6 +25,7 @@ from pathlib import Path
 CNIS = ("flannel-vxlan", "calico-ipip")
 PROXY_MODES = ("iptables", "ipvs")
 PROBE_PREFIX = "kp-probe-"
+KVM_CACHE_DIR = Path("/run/kpemu")
 
 IPSET_TYPES = ("hash:ip,port", "hash:ip,port,ip", "hash:ip,port,net", "bitmap:port", "hash:ip")
 TOOLS = ("ip", "iptables", "ipset", "ipvsadm", "tcpdump", "conntrack", "ethtool", "nft",
@@ -132,17 +136,35 @@ def find_tool(name: str) -> str | None:
     return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
 
 
-def kvm_usable(qemu: str = "qemu-system-x86_64", wait: float = 1.5) -> tuple[bool, str]:
-    """Whether QEMU can really run a guest with KVM here: start a tiny one for `wait` seconds.
+def kvm_usable(qemu: str = "qemu-system-x86_64", kernel: Path | None = None,
+               wait: float = 4.0) -> tuple[bool, str]:
+    """Whether QEMU really runs a guest with KVM here.
 
-    `/dev/kvm` existing proves little (on some hosts QEMU aborts setting an MSR), so start the
-    same accelerator and CPU model virtme-ng uses and see whether it survives.
+    `/dev/kvm` existing proves little: on some hosts QEMU starts with accel=kvm and then the guest
+    never leaves its real-mode setup code. With `kernel`, boot it with KVM and wait up to `wait`
+    seconds for its first console line ("Linux version", printed from long mode; under working KVM
+    it appears in well under a second). Without a kernel only QEMU's start is checked. The answer
+    is cached per boot of this machine in /run/kpemu (a probe costs `wait` seconds when KVM hangs).
     """
     exe = shutil.which(qemu)
     if exe is None:
         return False, f"{qemu} not found"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return False, "/dev/kvm not accessible"
+    if kernel is None:
+        return _kvm_starts(exe)
+    cache = KVM_CACHE_DIR / f"kvm-{hashlib.sha1(f'{exe}:{kernel}'.encode()).hexdigest()[:12]}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        got = json.loads(cache.read_text())
+        return bool(got["ok"]), str(got["how"])
+    ok, how = _kvm_boots(exe, kernel, wait)
+    with contextlib.suppress(OSError):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"ok": ok, "how": how}))
+    return ok, how
+
+
+def _kvm_starts(exe: str, wait: float = 1.5) -> tuple[bool, str]:
     argv = [exe, "-machine", "accel=kvm", "-cpu", "host", "-smp", "2", "-m", "64", "-nodefaults",
             "-display", "none", "-serial", "none", "-monitor", "none", "-no-reboot"]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -155,6 +177,27 @@ def kvm_usable(qemu: str = "qemu-system-x86_64", wait: float = 1.5) -> tuple[boo
         return True, f"qemu -machine accel=kvm -cpu host ran {wait:g}s"
     lines = [ln for ln in err.strip().splitlines() if ln]
     return False, lines[-1] if lines else f"qemu exited {proc.returncode}"
+
+
+def _kvm_boots(exe: str, kernel: Path, wait: float) -> tuple[bool, str]:
+    argv = [exe, "-machine", "accel=kvm", "-cpu", "host", "-m", "256", "-nodefaults", "-display", "none",
+            "-monitor", "none", "-no-reboot", "-serial", "stdio", "-kernel", str(kernel),
+            "-append", "console=ttyS0 panic=-1"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    seen, t0 = b"", time.monotonic()
+    try:
+        while time.monotonic() - t0 < wait and proc.poll() is None:
+            seen += proc.stdout.read() or b""
+            if b"Linux version" in seen:
+                return True, f"{kernel.name} printed its first line {time.monotonic() - t0:.2f}s after start"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    tail = seen.decode(errors="replace").strip().splitlines()[-1:] or ["nothing"]
+    return False, f"with accel=kvm the guest printed no kernel line in {wait:g}s (last: {tail[0][:80]})"
 
 
 class _Prober:
