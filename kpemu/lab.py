@@ -8,58 +8,18 @@ namespace whose name starts with the kpemu prefix.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kpemu.errors import EnvironmentProblem, InputError, KpemuError
+from kpemu.errors import ApplyError, EnvironmentProblem, InputError, KpemuError
 from kpemu.kernel import netns as nsmod
-from kpemu.kernel.fabric import apply_fabric
 from kpemu.kernel.inspect import describe_netns
-from kpemu.kernel.rules import apply_rules
-from kpemu.model.names import netns_name
-from kpemu.model.topology import Topology
-from kpemu.plan.fabric import plan_fabric
-from kpemu.plan.types import Plan
+from kpemu.kernel.labstate import PREFIX, STATE_DIR, LabState, load_state, state_path
 
-PREFIX = "kp-"
-STATE_DIR = Path(os.environ.get("KPEMU_STATE_DIR", "/run/kpemu/labs"))
-
-
-@dataclass
-class LabState:
-    """What a deployed lab consists of, as recorded in its state file."""
-
-    lab: str
-    source: str
-    namespaces: list[str]
-    members: dict[str, str]  # member -> netns
-    kinds: dict[str, str] = field(default_factory=dict)  # member -> node|pod|external|underlay
-    created_at: float = 0.0
-    deploy_seconds: float = 0.0
-    complete: bool = False
-
-    def save(self) -> None:
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = STATE_DIR / f".{self.lab}.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(state_path(self.lab))
-
-
-def state_path(lab: str) -> Path:
-    return STATE_DIR / f"{lab}.json"
-
-
-def load_state(lab: str) -> LabState | None:
-    """The recorded state of `lab`, or None when there is no state file."""
-    try:
-        return LabState(**json.loads(state_path(lab).read_text()))
-    except FileNotFoundError:
-        return None
+if TYPE_CHECKING:  # the guest's agent imports this module: no model (pydantic) at import time
+    from kpemu.model.topology import Topology
+    from kpemu.plan.types import Plan
 
 
 def require_root() -> None:
@@ -68,38 +28,27 @@ def require_root() -> None:
 
 
 def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabState:
-    """Build the lab: namespaces, CNI wiring, CNI and kube-proxy rules. Rolls back on failure."""
+    """Build the lab (kpemu.jobs.execute: fabric, kube-proxy's rules per node, CNI rules) and check what
+    the kernel reads back against kube-proxy's text; rolls back on any failure."""
+    from kpemu.capture.snapshot import rules_text
+    from kpemu.jobs.build import deploy_job, release_tuple
+    from kpemu.jobs.execute import deploy as execute
+    from kpemu.jobs.verify import readback_problems
+    from kpemu.kernel.netfilter import resolve_random_fully
+    from kpemu.plan.fabric import plan_fabric
+
     require_root()
-    plan = plan or plan_fabric(topo)
-    existing = set(nsmod.list_netns(PREFIX))
-    clashes = [ns.name for ns in plan.namespaces if ns.name in existing]
-    if clashes or load_state(topo.name):
-        raise EnvironmentProblem(
-            f"lab {topo.name!r} already exists ({', '.join(clashes) or 'state file present'})",
-            f"kpemu destroy {topo.name}",
-        )
-    state = LabState(
-        lab=topo.name,
-        source=source,
-        namespaces=[ns.name for ns in plan.namespaces],
-        members={ns.member: ns.name for ns in plan.namespaces},
-        kinds={ns.member: ns.kind for ns in plan.namespaces},
-        created_at=time.time(),
-    )
-    state.save()
-    started = time.perf_counter()
-    created: list[str] = []
+    topo = resolve_random_fully(topo)
+    job = deploy_job(topo, plan or plan_fabric(topo), release_tuple(os.uname().release), source)
+    state = execute(job)
     try:
-        apply_fabric(plan, created)
-        apply_rules(topo, plan)
+        problems = readback_problems(job["readback"], lambda node, kind: rules_text(
+            job["nodes"][node], kind, job["backend"]))
+        if problems:
+            raise ApplyError("\n".join(problems))
     except BaseException:
-        for ns in reversed(created):
-            nsmod.delete_netns(ns)
-        state_path(topo.name).unlink(missing_ok=True)
+        destroy(topo.name)
         raise
-    state.deploy_seconds = time.perf_counter() - started
-    state.complete = True
-    state.save()
     return state
 
 
@@ -107,7 +56,7 @@ def destroy(lab: str) -> list[str]:
     """Remove exactly what the lab's state file records (idempotent). Returns removed namespaces."""
     require_root()
     state = load_state(lab)
-    names = state.namespaces if state else nsmod.list_netns(netns_name(lab, ""))
+    names = state.namespaces if state else nsmod.list_netns(f"{PREFIX}{lab}-")
     removed = [ns for ns in names if nsmod.delete_netns(ns)]
     state_path(lab).unlink(missing_ok=True)
     return removed

@@ -11,37 +11,29 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kpemu import lab
 from kpemu.analyse.expect import Check, check_flow, check_goldens, fixed_ports, write_goldens
-from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, flow_match
+from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow
 from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
 from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
-from kpemu.capture import snapshot
-from kpemu.capture.points import capture_file_stem, capture_points, point_name
-from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
-from kpemu.errors import EnvironmentProblem
+from kpemu.capture.points import capture_file_stem, point_name
+from kpemu.errors import EnvironmentProblem, KpemuError
+from kpemu.jobs.execute import COLLECTED
+from kpemu.jobs.verify import check_saved_rules
 from kpemu.kernel import counters
-from kpemu.kernel.trace import start_tracing
-from kpemu.model.scenario import ResolvedFlow, Scenario
+from kpemu.model.scenario import Scenario
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Interface, Plan
 from kpemu.report.html import render_html
 from kpemu.report.markdown import render_markdown
-from kpemu.traffic.procs import stop_processes
-from kpemu.traffic.runner import FlowResult, run_flow, start_servers
-
-# Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
-# and a burst of back-to-back connections can overflow its netlink socket (it then exits).
-TRACE_GAP = float(os.environ.get("KPEMU_TRACE_GAP", "0.02"))
-COLLECTED = "collected.json"  # what the kernel half of a run hands to the analysis half
+from kpemu.traffic.runner import FlowResult
 
 
 @dataclass
@@ -79,34 +71,6 @@ class Collected:
     traces: dict[str, TraceData] = field(default_factory=dict)  # flow -> trace texts and counter snapshots
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt for the duration (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-@contextlib.contextmanager
-def signals_blocked() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM while cleaning up, so a second Ctrl-C cannot leave the lab half-removed."""
-    sigs = {signal.SIGINT, signal.SIGTERM}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def _warm_scapy() -> threading.Thread:
     """Import scapy in the background while the lab runs (it takes about a second)."""
 
@@ -118,66 +82,6 @@ def _warm_scapy() -> threading.Thread:
     t = threading.Thread(target=imp, daemon=True)
     t.start()
     return t
-
-
-def prepare_out(out: Path) -> None:
-    """Empty the run directory's generated parts (keeps anything else a user put there)."""
-    for sub in ("pcaps", "capture", "rules", "trace"):
-        shutil.rmtree(out / sub, ignore_errors=True)
-    for f in ("report.md", "hops.json", "report.html", "report.png", COLLECTED):
-        (out / f).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-
-
-def _traced_flow(sc: Scenario, flow: ResolvedFlow, nodes: dict[str, str], members: dict[str, str],
-                 out: Path) -> tuple[FlowResult, TraceData]:
-    """Run one flow between two counter snapshots with its packets traced in every node namespace."""
-    kp = sc.topology.kubeProxy
-    data = TraceData(before=counters.snapshot(nodes, kp.backend, kp.mode == "ipvs"))
-    session = start_tracing(nodes, flow_match(sc.topology, flow), kp.backend)
-    try:
-        result = run_flow(flow, members, gap=TRACE_GAP if session.unavailable is None else 0.0)
-    finally:
-        texts = session.stop()
-    data.after = counters.snapshot(nodes, kp.backend, kp.mode == "ipvs")
-    data.unavailable = session.unavailable
-    data.texts = texts if session.unavailable is None else {}
-    tdir = out / "trace"
-    tdir.mkdir(parents=True, exist_ok=True)
-    for node, text in data.texts.items():
-        (tdir / f"{flow.flow.name}_{node}.txt").write_text(text)
-    return result, data
-
-
-def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bool = True) -> Collected:
-    """Servers, captures, flows (traced unless `trace` is False), kernel state; stops what it started."""
-    topo = sc.topology
-    col = Collected(points=capture_points(plan, topo, sc.flows))
-    nodes = {n.name: state.members[n.name] for n in topo.nodes}
-    snapshot.save_rules(nodes, topo.kubeProxy.backend, topo.kubeProxy.mode == "ipvs", out / "rules")
-    servers = []
-    caps = []
-    try:
-        servers = start_servers(topo, state.members)
-        caps = start_captures(col.points, out / "pcaps")
-        for flow in sc.flows:
-            if trace:
-                col.results[flow.flow.name], col.traces[flow.flow.name] = _traced_flow(
-                    sc, flow, nodes, state.members, out)
-            else:
-                col.results[flow.flow.name] = run_flow(flow, state.members)
-        time.sleep(sc.spec.settle)
-        nat_members = list(nodes) + [e.name for e in topo.externals if e.role == "loadbalancer"]
-        for m in nat_members:
-            col.conntrack[m] = snapshot.conntrack_text(state.members[m])
-        if topo.kubeProxy.mode == "ipvs":
-            for n, ns in nodes.items():
-                col.ipvs[n] = snapshot.ipvs_connections_text(ns)
-    finally:
-        stop_captures(caps)
-        stop_processes(servers)
-    render_text(caps, out / "capture")
-    return col
 
 
 def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
@@ -259,19 +163,6 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     return Analysis(ledgers, checks, hops, written, explanations, details)
 
 
-def collected_json(col: Collected) -> dict[str, Any]:
-    """Collected as JSON: what the guest hands to the host, which then analyses the run itself."""
-    return {
-        "results": {k: asdict(v) for k, v in col.results.items()},
-        "conntrack": col.conntrack,
-        "ipvs": col.ipvs,
-        "points": [asdict(i) for i in col.points],
-        "traces": {k: {"texts": t.texts, "unavailable": t.unavailable,
-                       "before": asdict(t.before) if t.before else None,
-                       "after": asdict(t.after) if t.after else None} for k, t in col.traces.items()},
-    }
-
-
 def collected_from_json(data: dict[str, Any]) -> Collected:
     """The inverse of `collected_json`."""
 
@@ -288,27 +179,27 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
     )
 
 
-def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
-    """The kernel half of a run: deploy, serve, capture, send, snapshot, destroy (always).
+def resolved(sc: Scenario) -> Scenario:
+    """The scenario with what depends on this machine decided (randomFully from the iptables version)."""
+    from kpemu.kernel.netfilter import resolve_random_fully
 
-    Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`; returns its seconds. In the
-    guest runtime only this half runs there: the pure analysis runs on the host, where it is fast.
-    """
+    return replace(sc, topology=resolve_random_fully(sc.topology))
+
+
+def scenario_job(sc: Scenario, trace: bool = True, kernel: str | None = None) -> dict[str, Any]:
+    """The collect job of a (resolved) scenario, for the kernel release `kernel` (default: this one)."""
+    from kpemu.jobs.build import collect_job, release_tuple
+
+    return collect_job(sc, plan_fabric(sc.topology), release_tuple(kernel or os.uname().release), trace)
+
+
+def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
+    """The kernel half of a run on this kernel (kpemu.jobs.execute): deploy, serve, capture, send,
+    snapshot, destroy (always). Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`."""
+    from kpemu.jobs.execute import collect
+
     lab.require_root()
-    started = time.perf_counter()
-    prepare_out(out)
-    plan = plan_fabric(sc.topology)
-    with sigterm_as_interrupt():
-        state = lab.deploy(sc.topology, source=str(sc.path), plan=plan)
-        try:
-            col = _traffic(sc, plan, state, out, trace)
-        finally:
-            with signals_blocked():
-                lab.destroy(state.lab)
-    seconds = time.perf_counter() - started
-    (out / COLLECTED).write_text(json.dumps({**collected_json(col), "seconds": seconds, "trace": trace,
-                                             "kernel": os.uname().release}) + "\n")
-    return seconds
+    return collect(scenario_job(sc, trace), out)
 
 
 def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
@@ -321,6 +212,8 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
         raise EnvironmentProblem(f"{sc.name}: the run left no {path} (the collection did not finish)",
                                  f"see {out / 'guest'} for the guest's logs" if runtime == "vm" else "")
     data = json.loads(path.read_text())
+    if "readback" in data:
+        check_saved_rules(data["readback"], out / "rules")
     a = analyse(sc, plan_fabric(sc.topology), collected_from_json(data), out, update_goldens, runtime, reason,
                 data["kernel"])
     hops = a.hops
@@ -336,7 +229,8 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
 
 def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
                  reason: str = "", trace: bool = True) -> RunResult:
-    """Run one scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/, rules/, trace/."""
+    """Run one (resolved) scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/,
+    rules/, trace/."""
     warm = _warm_scapy()
     collect_scenario(sc, out, trace)
     warm.join(timeout=10)
@@ -367,11 +261,33 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
     return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps) for sc in scenarios]
 
 
-def guest_argv(files: list[str], out: str | None, extra: list[str] | None = None) -> list[str]:
-    """The `kpemu run` command line the guest runs for scenarios that need its kernel."""
-    import sys
+def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update_goldens: bool, reason: str,
+                 trace: bool = True, progress: Callable[[str], None] | None = None,
+                 ) -> tuple[list[RunResult], list[tuple[str, KpemuError]]]:
+    """The kernel half of each scenario in the guest (the warm one if up, else one cold boot for all),
+    then the analysis here; results, and (name, error) for each scenario whose collection failed."""
+    from kpemu import guest
+    from kpemu.capture.tcpdump import render_pcaps
+    from kpemu.jobs.execute import prepare_out
 
-    argv = [sys.executable, "-m", "kpemu.cli", "run", *files, "--runtime", "host"]
-    if out is not None:
-        argv += ["--out", out]
-    return argv + list(extra or [])
+    say = progress or (lambda _: None)
+    release = guest.kernel_release()
+    reqs = [("collect", {"job": {**scenario_job(sc, trace, release), "render": False}}) for sc, _ in scenarios]
+    how, answers = guest.send(reqs, cold_root, say)
+    results, failed = [], []
+    for (sc, out), (work, res) in zip(scenarios, answers, strict=True):
+        if res["rc"] != 0:
+            failed.append((sc.name, EnvironmentProblem(f"{sc.name}: in the guest: {res.get('error', '')}",
+                                                       f"see {work}")))
+            continue
+        prepare_out(out)
+        for item in work.iterdir():
+            dest = out / ("guest-progress.log" if item.name == "log" else item.name)
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.move(str(item), dest)
+        render_pcaps(sorted((out / "pcaps").glob("*.pcap")), out / "capture")
+        try:
+            results.append(analyse_scenario(sc, out, update_goldens, "vm", f"{reason}; {how} guest"))
+        except KpemuError as e:
+            failed.append((sc.name, e))
+    return results, failed

@@ -65,13 +65,38 @@ def cmd_vm_setup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_vm_up(args: argparse.Namespace) -> int:
+    from kpemu import guest
+
+    con = human_console()
+    st = guest.up(lambda m: con.print(f"vm: {m}"), idle=args.idle)
+    print(f"warm guest up: pid {st['pid']}, kernel {st['kernel']}, stops after {st['idle']:g}s idle "
+          f"(kpemu vm down stops it now)")
+    return 0
+
+
+def cmd_vm_down(args: argparse.Namespace) -> int:
+    from kpemu import guest
+
+    print("warm guest stopped" if guest.down() else "no warm guest was up")
+    return 0
+
+
 def cmd_vm_status(args: argparse.Namespace) -> int:
-    from kpemu import vm
+    from kpemu import guest, vm
 
     st = vm.status()
+    st["warm"] = guest.warm_status()
     if args.json:
         print(json.dumps(st, indent=2))
         return 0
+    w = st["warm"]
+    if w:
+        beat = "never" if w["heartbeat_age"] is None else f"{w['heartbeat_age']:.1f}s ago"
+        print(f"warm:   up {w['uptime']:.0f}s, pid {w['pid']}, kernel {w['kernel']}, idle limit {w['idle']:g}s, "
+              f"agent heartbeat {beat}")
+    else:
+        print("warm:   no warm guest (kpemu vm up starts one)")
     k = st["kernel"]
     print(f"cache:  {st['cache']}")
     if k:
@@ -116,6 +141,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = vsub.add_parser("status", help="which guest kernel would be used, QEMU, KVM")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=cmd_vm_status)
+    v = vsub.add_parser("up", help="boot a warm guest that run/deploy/exec/inspect/destroy then use")
+    v.add_argument("--idle", type=float, default=1800.0, help="stop after this many seconds without a request")
+    v.set_defaults(func=cmd_vm_up)
+    v = vsub.add_parser("down", help="stop the warm guest")
+    v.set_defaults(func=cmd_vm_down)
     v = vsub.add_parser("exec", help="boot the guest once and run a command in it")
     v.add_argument("--out", default="runs/vm-exec", help="shared directory for the console and output logs")
     v.add_argument("--timeout", type=float, default=1800.0)

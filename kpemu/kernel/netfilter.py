@@ -9,12 +9,18 @@ built-in-chain rules that jump to them, compared line by line with the expected 
 
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
+from typing import TYPE_CHECKING
 
 from kpemu.errors import ApplyError
 from kpemu.kernel.netns import run_in
 from kpemu.kernel.readback import check_readback
 from kpemu.proxy.rules import BUILTIN_CHAINS, split_line
+
+if TYPE_CHECKING:
+    from kpemu.model.topology import Topology
 
 RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
 SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
@@ -77,12 +83,27 @@ def apply_and_verify(ns: str, restore_text: str, expected_save: str, chains: dic
     verify(ns, expected_save, chains, backend)
 
 
-def supports_random_fully(ns: str, backend: str = "nft") -> bool:
+@functools.cache
+def supports_random_fully(backend: str = "nft") -> bool:
     """Whether kube-proxy would add `--random-fully` here (for randomFully: None).
 
     kube-proxy decides by the iptables version (`HasRandomFully()`: 1.6.2 or newer), not by trying a
-    rule; so does this, with the same binary the node's rules are restored with.
+    rule; so does this, with the same binary the node's rules are restored with (the guest runs
+    this machine's binaries too). The version does not depend on the namespace.
     """
-    res = run_in(ns, [RESTORE[backend].replace("-restore", ""), "--version"])
-    found = re.search(r"v(\d+)\.(\d+)\.(\d+)", res.stdout)
+    try:
+        out = subprocess.run([RESTORE[backend].replace("-restore", ""), "--version"], capture_output=True,
+                             text=True, check=False).stdout
+    except FileNotFoundError:
+        return False
+    found = re.search(r"v(\d+)\.(\d+)\.(\d+)", out)
     return found is not None and tuple(int(x) for x in found.groups()) >= (1, 6, 2)
+
+
+def resolve_random_fully(topo: Topology) -> Topology:
+    """randomFully: None means "what the node's iptables supports": decide it once."""
+    kp = topo.kubeProxy
+    if kp.randomFully is not None:
+        return topo
+    return topo.model_copy(update={"kubeProxy": kp.model_copy(update={"randomFully": supports_random_fully(
+        kp.backend)})})

@@ -35,7 +35,8 @@ RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
 NETLINK_NETFILTER = 12
 NFNLGRP_NFTRACE_BIT = 1 << (9 - 1)  # groups bitmask in /proc/net/netlink
 CONFIRM_TIMEOUT = 3.0
-DRAIN_SECONDS = 0.15
+DRAIN_SECONDS = 0.15  # no new trace line for this long (scaled) and the monitors have caught up
+DRAIN_LIMIT = 3.0  # seconds (scaled) to wait for that at most
 LOST_EVENTS = "No buffer space available"  # xtables-monitor's last words when its socket overflowed
 
 
@@ -98,7 +99,7 @@ class TraceSession:
     def stop(self) -> dict[str, str]:
         """Let the last events arrive, stop the monitors, remove the rules; node -> trace text."""
         if self.procs:
-            time.sleep(DRAIN_SECONDS)
+            self._drain()
         for node, proc in self.procs.items():
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
@@ -116,6 +117,19 @@ class TraceSession:
             run_in(self.nodes[node], [RESTORE[self.backend], "--noflush", "--wait"], input=text)
             self.installed.remove(node)
         return dict(self.output)
+
+    def _drain(self) -> None:
+        """Wait until the monitors' output stops growing: under emulation they print far behind the traffic."""
+        quiet, deadline = scaled(DRAIN_SECONDS), time.monotonic() + scaled(DRAIN_LIMIT)
+        sizes: dict[str, int] = {}
+        still = time.monotonic()
+        while time.monotonic() < deadline:
+            now = {n: p.stat().st_size if p.exists() else 0 for n, p in self.files.items()}
+            if now != sizes:
+                sizes, still = now, time.monotonic()
+            elif time.monotonic() - still >= quiet:
+                return
+            time.sleep(0.02)
 
     def __enter__(self) -> TraceSession:
         return self
