@@ -17,20 +17,35 @@ def _out(ns: str, argv: list[str]) -> str:
 RULE_KINDS = {"iptables": "iptables-save", "ipset": "ipset", "ipvs": "ipvs"}  # kind -> file suffix
 
 
+def _rules_argv(kind: str, backend: str) -> list[str]:
+    return {"iptables": [SAVE.get(backend, "iptables-save")], "ipset": ["ipset", "save"],
+            "ipvs": ["ipvsadm", "-Sn"]}[kind]
+
+
 def rules_text(ns: str, kind: str, backend: str) -> str:
     """What the kernel holds in `ns`: `iptables-save`, `ipset save` or `ipvsadm -Sn` text."""
-    argv = {"iptables": [SAVE.get(backend, "iptables-save")], "ipset": ["ipset", "save"],
-            "ipvs": ["ipvsadm", "-Sn"]}[kind]
-    return _out(ns, argv)
+    return _out(ns, _rules_argv(kind, backend))
 
 
 def save_rules(nodes: dict[str, str], backend: str, ipvs: bool, rules_dir: Path) -> None:
     """rules/<node>.iptables-save, .ipset and (IPVS mode) .ipvs, as the kernel reports them."""
     rules_dir.mkdir(parents=True, exist_ok=True)
-    for node, ns in nodes.items():
-        for kind, suffix in RULE_KINDS.items():
-            if kind != "ipvs" or ipvs:
-                (rules_dir / f"{node}.{suffix}").write_text(rules_text(ns, kind, backend))
+    files = [(node, ns, kind, suffix) for node, ns in nodes.items() for kind, suffix in RULE_KINDS.items()
+             if kind != "ipvs" or ipvs]
+    texts = nsmod.outputs_in([(ns, _rules_argv(kind, backend)) for _, ns, kind, _ in files], scaled(5.0))
+    for (node, _, _, suffix), text in zip(files, texts, strict=True):
+        (rules_dir / f"{node}.{suffix}").write_text(text)
+
+
+def connection_tables(nat_members: dict[str, str], nodes: dict[str, str], ipvs: bool,
+                      ) -> tuple[dict[str, str], dict[str, str]]:
+    """`conntrack -L` of every NAT member and (IPVS mode) `ipvsadm -Lnc` of every node, in parallel."""
+    cmds = [(ns, ["conntrack", "-L"]) for ns in nat_members.values()]
+    if ipvs:
+        cmds += [(ns, ["ipvsadm", "-Lnc"]) for ns in nodes.values()]
+    texts = nsmod.outputs_in(cmds, scaled(5.0))
+    conntrack = dict(zip(nat_members, texts, strict=False))
+    return conntrack, dict(zip(nodes, texts[len(nat_members):], strict=False)) if ipvs else {}
 
 
 def conntrack_text(ns: str) -> str:

@@ -232,11 +232,7 @@ def _traffic(job: dict[str, Any], out: Path, progress: Progress) -> dict[str, An
                 progress(f"flow {flow['name']}: {', '.join(outcomes) or 'no result'}")
             time.sleep(job["settle"])
             with timed("conntrack and IPVS snapshots"):
-                for member, ns in job["nat_members"].items():
-                    col["conntrack"][member] = snapshot.conntrack_text(ns)
-                if job["ipvs"]:
-                    for node, ns in nodes.items():
-                        col["ipvs"][node] = snapshot.ipvs_connections_text(ns)
+                col["conntrack"], col["ipvs"] = snapshot.connection_tables(job["nat_members"], nodes, job["ipvs"])
         finally:
             with timed("stop the captures"):
                 stop_captures(caps)

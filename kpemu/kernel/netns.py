@@ -142,13 +142,33 @@ def run_in(name: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Complete
 def output_in(name: str, argv: Sequence[str], timeout: float = 10.0) -> str:
     """stdout of a short command inside `name`, or a `# ... failed` comment line when it did not work:
     for snapshots, which must never stop a run."""
-    try:
-        res = run_in(name, argv, timeout=timeout)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"# {' '.join(argv)} failed: {e}\n"
-    if res.returncode != 0:
-        return f"# {' '.join(argv)} exited {res.returncode}: {res.stderr.strip()}\n"
-    return res.stdout
+    return outputs_in([(name, argv)], timeout)[0]
+
+
+def outputs_in(commands: Sequence[tuple[str, Sequence[str]]], timeout: float = 10.0) -> list[str]:
+    """`output_in` for several (namespace, argv) at once, run in parallel: snapshots of many nodes
+    take as long as the slowest, not the sum (seconds each in an emulated guest)."""
+    procs: list[subprocess.Popen[str] | str] = []
+    for name, argv in commands:
+        try:
+            procs.append(popen_in(name, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        except OSError as e:
+            procs.append(f"# {' '.join(argv)} failed: {e}\n")
+    out = []
+    deadline = time.monotonic() + timeout
+    for (_, argv), p in zip(commands, procs, strict=True):
+        if isinstance(p, str):
+            out.append(p)
+            continue
+        try:
+            stdout, stderr = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            out.append(f"# {' '.join(argv)} failed: timed out after {timeout:g}s\n")
+            continue
+        out.append(stdout if p.returncode == 0 else f"# {' '.join(argv)} exited {p.returncode}: {stderr.strip()}\n")
+    return out
 
 
 def popen_in(name: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
