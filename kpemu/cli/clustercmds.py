@@ -1,0 +1,98 @@
+"""`import`, `check-node`, `trace`: real clusters in (Kubernetes objects, a node's dumps); no root."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from kpemu.errors import InputError
+
+if TYPE_CHECKING:
+    from kpemu.model.topology import Topology
+
+
+def _topology(path: str | None) -> Topology | None:
+    from kpemu.model import load_topology
+
+    return load_topology(path) if path else None
+
+
+def _known_node(topo: Topology, node: str) -> None:
+    names = [n.name for n in topo.nodes]
+    if node not in names:
+        raise InputError(f"--node {node!r} is not a node of topology {topo.name!r}; valid nodes: {', '.join(names)}")
+
+
+def _no_nft(args: argparse.Namespace) -> None:
+    if getattr(args, "nft", None):
+        raise InputError(f"kpemu {args.command} --nft: nftables dumps (nft list ruleset) are not read yet; "
+                         "kube-proxy's nftables mode is being added. Use --iptables-save, or --ipvs with --ipset")
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from kpemu.analyse.oracle import Packet
+    from kpemu.dumps.trace import (
+        ORIGINS,
+        dumped_rules,
+        generated_rules,
+        origin_of,
+        parse_endpoint,
+        render_trace,
+        run_trace,
+        trace_json,
+    )
+
+    _no_nft(args)
+    src, sport = parse_endpoint(args.src, "--src", need_port=False)
+    dst, dport = parse_endpoint(args.dst, "--dst", need_port=True)
+    node_ips = [parse_endpoint(ip, "--node-ip", need_port=False)[0] for ip in args.node_ip]
+    topo = _topology(args.topology)
+    if topo is not None:
+        _known_node(topo, args.node)
+    has_dump = bool(args.iptables_save or args.ipvs or args.ipset)
+    if topo is None and not has_dump:
+        raise InputError("kpemu trace: give a TOPOLOGY (kpemu's generated rules) or a dump (--iptables-save FILE, "
+                         "or --ipvs FILE --ipset FILE)")
+    if topo is None and not node_ips:
+        raise InputError("kpemu trace: a dump without a topology needs the node's addresses: --node-ip IP "
+                         "(e.g. its InternalIP)")
+    generated = generated_rules(topo, args.node) if topo is not None else None
+    if has_dump:
+        local = set(generated.local) if generated else set()
+        nr = dumped_rules(args.node, local | set(node_ips), args.iptables_save, args.ipvs, args.ipset, generated)
+    else:
+        assert generated is not None
+        nr = generated if not node_ips else generated.__class__(
+            generated.node, generated.rules, generated.local | set(node_ips), generated.ipvs, generated.source)
+    pod_cidr = topo.node(args.node).podCIDR if topo is not None else None
+    origin = origin_of(src, nr.local, pod_cidr, args.from_)
+    pkt = Packet(src=src, dst=dst, dport=dport or 0, proto=args.proto, sport=sport or 40000,
+                 origin=ORIGINS[origin])
+    pred = run_trace(nr, pkt)
+    if args.output == "json":
+        print(json.dumps(trace_json(nr, pred, origin), indent=2))
+    else:
+        print(render_trace(nr, pred, origin), end="")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this module's subcommands."""
+    s = sub.add_parser("trace", help="walk one packet through a node's rules offline (a real dump or kpemu's)")
+    s.add_argument("topology", nargs="?", help="a kpemu topology or Kubernetes objects (node addresses, "
+                                                 "and the generated rules when no dump is given)")
+    s.add_argument("--iptables-save", metavar="FILE", help="the node's iptables-save output")
+    s.add_argument("--nft", metavar="FILE", help="the node's nft list ruleset output")
+    s.add_argument("--ipvs", metavar="FILE", help="the node's ipvsadm -Sn output")
+    s.add_argument("--ipset", metavar="FILE", help="the node's ipset save output")
+    s.add_argument("--node", required=True)
+    s.add_argument("--node-ip", nargs="+", default=[], metavar="IP", help="the node's own addresses")
+    s.add_argument("--src", required=True, metavar="IP[:PORT]")
+    s.add_argument("--dst", required=True, metavar="IP:PORT")
+    s.add_argument("--proto", default="tcp", choices=["tcp", "udp", "sctp"])
+    s.add_argument("--from", dest="from_", choices=["outside", "pod", "node"],
+                   help="where the packet comes from (default: from --src: the node's address, its podCIDR, "
+                        "else outside)")
+    s.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    s.set_defaults(func=cmd_trace)
