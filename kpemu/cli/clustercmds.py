@@ -77,8 +77,50 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_node(args: argparse.Namespace) -> int:
+    from kpemu.dumps.drift import check_node, drift_json, render_drift
+    from kpemu.dumps.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm, read_text
+
+    _no_nft(args)
+    topo = _topology(args.topology)
+    assert topo is not None
+    _known_node(topo, args.node)
+    if not (args.iptables_save or args.ipvs or args.ipset):
+        raise InputError("kpemu check-node: give the node's dumps to check: --iptables-save FILE "
+                         "(iptables-save), --ipvs FILE (ipvsadm -Sn), --ipset FILE (ipset save)")
+    if (args.ipvs or args.ipset) and topo.kubeProxy.mode != "ipvs":
+        raise InputError(f"kpemu check-node: --ipvs/--ipset need kube-proxy in IPVS mode; topology {args.topology} "
+                         f"has kubeProxy.mode {topo.kubeProxy.mode}")
+    compared = [f"{f} ({what})" for f, what in ((args.iptables_save, "iptables-save"), (args.ipvs, "ipvsadm -Sn"),
+                                                (args.ipset, "ipset save")) if f]
+    drift = check_node(
+        topo, args.node,
+        iptables_save=parse_iptables_save(read_text(args.iptables_save), args.iptables_save)
+        if args.iptables_save else None,
+        ipvs=parse_ipvsadm(read_text(args.ipvs), args.ipvs) if args.ipvs else None,
+        ipsets=parse_ipset_save(read_text(args.ipset), args.ipset).sets if args.ipset else None,
+        compared=compared,
+    )
+    if args.output == "json":
+        print(json.dumps(drift_json(drift), indent=2))
+    else:
+        print(render_drift(drift), end="")
+    return 0 if drift.equal else 1
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
+    s = sub.add_parser("check-node", help="a node's real dumps against what kube-proxy would program (exit 1 on "
+                                          "drift)")
+    s.add_argument("topology", help="a kpemu topology or Kubernetes objects")
+    s.add_argument("--node", required=True)
+    s.add_argument("--iptables-save", metavar="FILE", help="the node's iptables-save output")
+    s.add_argument("--nft", metavar="FILE", help="the node's nft list ruleset output")
+    s.add_argument("--ipvs", metavar="FILE", help="the node's ipvsadm -Sn output")
+    s.add_argument("--ipset", metavar="FILE", help="the node's ipset save output")
+    s.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    s.set_defaults(func=cmd_check_node)
+
     s = sub.add_parser("trace", help="walk one packet through a node's rules offline (a real dump or kpemu's)")
     s.add_argument("topology", nargs="?", help="a kpemu topology or Kubernetes objects (node addresses, "
                                                  "and the generated rules when no dump is given)")
