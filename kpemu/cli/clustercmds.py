@@ -77,6 +77,29 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from kpemu.k8s.convert import topology_data
+    from kpemu.k8s.load import render_topology
+    from kpemu.k8s.objects import read_objects
+    from kpemu.model import topology_from_data
+
+    imported = topology_data(read_objects(args.sources), cni=args.cni, name=args.name)
+    topo = topology_from_data(imported.data, f"the topology imported from {', '.join(args.sources)}")
+    text = render_topology(imported, args.sources)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        print(text, end="")
+    fields = sum(len(f) for f in imported.unmodelled.values())
+    print(f"imported {len(topo.nodes)} nodes, {len(topo.pods)} pods, {len(topo.services)} services"
+          f"{' into ' + args.output if args.output else ''}; {len(imported.notes)} notes and {fields} fields not "
+          "modelled are listed at the top of the topology", file=sys.stderr)
+    return 0
+
+
 def cmd_check_node(args: argparse.Namespace) -> int:
     from kpemu.dumps.drift import check_node, drift_json, render_drift
     from kpemu.dumps.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm, read_text
@@ -110,6 +133,15 @@ def cmd_check_node(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
+    from kpemu.k8s.convert import CNIS
+
+    s = sub.add_parser("import", help="Kubernetes objects (kubectl output, manifests) -> a kpemu topology")
+    s.add_argument("sources", nargs="+", metavar="SRC", help="files, directories, or - for standard input")
+    s.add_argument("-o", "--output", metavar="FILE", help="write the topology here (default: standard output)")
+    s.add_argument("--cni", choices=CNIS, help="the CNI (default: inferred from the node annotations)")
+    s.add_argument("--name", help="the lab name (default: imported)")
+    s.set_defaults(func=cmd_import)
+
     s = sub.add_parser("check-node", help="a node's real dumps against what kube-proxy would program (exit 1 on "
                                           "drift)")
     s.add_argument("topology", help="a kpemu topology or Kubernetes objects")
