@@ -158,7 +158,7 @@ def render_drift(d: Drift) -> str:
         if not g.exists:
             title += ": the Service no longer exists, its rules remain"
         out.append(title)
-        out += [f"  stale endpoint {ep}: {chain} is in the dump, the EndpointSlices do not have it"
+        out += [f"  stale endpoint {ep}: {chain} is in the dump, but not among the Service's endpoints"
                 for ep, chain in g.stale_endpoints]
         out += [f"  missing endpoint {ep}: {chain} is not in the dump" for ep, chain in g.missing_endpoints]
         out += [f"  missing  {line}" for line in g.missing]

@@ -457,8 +457,14 @@ _SERVICE_DEFAULTS = {"namespace": "default", "type": "ClusterIP", "sessionAffini
                      "externalTrafficPolicy": "Cluster", "internalTrafficPolicy": "Cluster"}
 
 
+_SERVICE_ORDER = ("name", "namespace", "type", "clusterIP", "selector", "endpoints", "ports")
+
+
 def _compact_service(s: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in s.items() if (k == "endpoints" or v not in ([], None)) and _SERVICE_DEFAULTS.get(k) != v}
+    """The Service in topology form without the fields that equal their defaults, keys in the
+    order of the topology examples."""
+    keys = [k for k in _SERVICE_ORDER if k in s] + [k for k in s if k not in _SERVICE_ORDER]
+    out = {k: s[k] for k in keys if (k == "endpoints" or s[k] not in ([], None)) and _SERVICE_DEFAULTS.get(k) != s[k]}
     out["ports"] = [{k: v for k, v in p.items() if v not in (None, "") and not (k == "protocol" and v == "TCP")}
                     for p in s["ports"]]
     return out
