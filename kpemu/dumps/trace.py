@@ -4,7 +4,7 @@ by the oracle that checks live packets (kpemu.analyse.oracle), printed per table
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kpemu.analyse.oracle import IpvsModel, Outcome, Packet, Prediction, Step, predict
@@ -76,7 +76,18 @@ def _line(s: Step) -> str:
     return canonical_line(s.rule) if s.rule is not None else s.text()
 
 
-def _note(s: Step) -> str:
+def _set_key(set_type: str, flags: str, pkt: Packet) -> str:
+    """The key an ipset match looks up for the packet, as `ipset save` prints members."""
+    if set_type.startswith("bitmap:port"):
+        return str(pkt.dport)
+    parts = []
+    for i, f in enumerate(flags.split(",")):
+        ip = pkt.src if f == "src" else pkt.dst
+        parts.append(f"{pkt.proto}:{pkt.dport if f == 'dst' else pkt.sport}" if i == 1 else ip)
+    return ",".join(parts)
+
+
+def _note(s: Step, pkt: Packet, ipvs: IpvsModel | None) -> str:
     if s.rule is None:
         return ""
     p = s.rule.parsed
@@ -86,9 +97,19 @@ def _note(s: Step) -> str:
     st = p.match("set")
     for o in st.options if st else ():
         if o.name == "--match-set":
-            notes.append(f"ipset {o.values[0]} {'does not match' if o.negated else 'matches'} "
-                         f"({','.join(o.values[1:]) or 'dst'})")
+            name, flags = o.values[0], o.values[1] if len(o.values) > 1 else "dst"
+            set_type = ipvs.sets[name][0] if ipvs and name in ipvs.sets else ""
+            notes.append(f"ipset {name} {'lacks' if o.negated else 'has'} {_set_key(set_type, flags, pkt)}")
     return f"   [{'; '.join(notes)}]" if notes else ""
+
+
+def _seen(pkt: Packet, o: Outcome, table: str, hook: str, dnat_done: bool) -> Packet:
+    """The packet as a hook sees it: after kube-proxy's DNAT (nat PREROUTING/OUTPUT), or after IPVS
+    (LOCAL_IN) for POSTROUTING."""
+    if o.dnat and (dnat_done or (o.ipvs and hook == "POSTROUTING")):
+        ip, _, port = o.dnat.rpartition(":")
+        return replace(pkt, dst=ip, dport=int(port))
+    return pkt
 
 
 def _origin_words(origin: str) -> str:
@@ -108,11 +129,14 @@ def render_trace(nr: NodeRules, pred: Prediction, origin: str) -> str:
     for i, o in enumerate(pred.outcomes, 1):
         out.append("")
         out.append(f"outcome {i}: probability {o.probability:g}")
+        dnat_done = False
         for table, hook, steps in _hook_groups(o.steps):
             if o.ipvs and hook == "POSTROUTING":  # IPVS chose the real server in LOCAL_IN, before this hook
                 out.append(f"  {o.ipvs}")
             out.append(f"  {table} {hook}")
-            out.extend(f"    {_line(s)}{_note(s)}" for s in steps)
+            seen = _seen(pkt, o, table, hook, dnat_done)
+            out.extend(f"    {_line(s)}{_note(s, seen, nr.ipvs)}" for s in steps)
+            dnat_done = dnat_done or bool(o.endpoint_chain and table == "nat" and hook in ("PREROUTING", "OUTPUT"))
         out.append(f"  hooks {' -> '.join(o.hooks)}")
         out.append(f"  {_result(o)}")
     return "\n".join(out) + "\n"

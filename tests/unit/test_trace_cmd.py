@@ -66,7 +66,7 @@ outcome 1: probability 1
   nat PREROUTING
     -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
     -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
-    -A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ   [ipset KUBE-NODE-PORT-TCP matches (dst)]
+    -A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ   [ipset KUBE-NODE-PORT-TCP has 30080]
     -A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
     PREROUTING policy ACCEPT
   nat INPUT
@@ -166,3 +166,17 @@ def test_bad_arguments_exit_2() -> None:
     half = kpemu("trace", "--ipvs", "tests/data/seed-000-node1.ipvs", "--node", "node1", "--node-ip", "10.0.0.1",
                  "--src", "10.0.0.9", "--dst", "10.0.0.1:80")
     assert half.returncode == 2 and "needs both --ipvs FILE" in half.stderr
+
+
+def test_ipvs_hairpin_is_matched_after_ipvs_picked_the_pod() -> None:
+    """Seed 000's hairpin: a pod reaching its own Service through IPVS is masqueraded by
+    KUBE-LOOP-BACK, whose key is the real server IPVS chose (dst,dst,src), not the virtual address."""
+    res = kpemu("trace", "topologies/calico-ipip.yaml", "--node", "node1", "--src", "192.168.97.10",
+                "--dst", "192.168.96.165:80")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "  p=1  IPVS rr TCP 192.168.96.165:80 -> 192.168.97.10:80  verdict ACCEPT" in lines
+    assert "    -A KUBE-POSTROUTING -m comment --comment \"Kubernetes endpoints dst ip:port, source ip for solving " \
+           "hairpin purpose\" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE   [ipset KUBE-LOOP-BACK " \
+           "has 192.168.97.10,tcp:80,192.168.97.10]" in lines
+    assert lines[-1] == "  mark 0x0; masquerade by KUBE-POSTROUTING; verdict ACCEPT"
