@@ -369,6 +369,8 @@ class _Import:
                    else "the selector matches no pod" if not selected else "some selected pods lack the named port")
             self.notes.append(f"Service {key}: explicit endpoints ({why})")
             del spec["selector"]
+        elif sliced is None:
+            self.notes.append(f"Service {key}: no selector and no EndpointSlices or Endpoints: no endpoints")
         spec["endpoints"] = [self._endpoint(e, spec["ports"][0]["targetPort"] if len(names) == 1 else None)
                              for e in sorted(eps, key=lambda e: tuple(int(x) for x in e.ip.split(".")))]
 

@@ -4,6 +4,8 @@ is accepted."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -302,3 +304,13 @@ def test_cni_given_or_inferred(tmp_path: Path) -> None:
     res = kpemu("import", str(f), "--cni", "calico-ipip", "--name", "given")
     data = yaml.safe_load(res.stdout)
     assert (data["cni"], data["name"], data["kubeProxy"]["version"]) == ("calico-ipip", "given", "1.30")
+
+
+def test_standard_input(tmp_path: Path) -> None:
+    f = _manifest(tmp_path, "metadata: {name: manual}\nspec: {ports: [{port: 80}]}\n")
+    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "import", "-", "--name", "piped"], cwd=ROOT,
+                         input=f.read_text(), capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("# kpemu topology imported from - (kpemu import).\n")
+    assert "#   Service default/manual: no selector and no EndpointSlices or Endpoints: no endpoints" in res.stdout
+    assert yaml.safe_load(res.stdout)["services"][0]["endpoints"] == []
