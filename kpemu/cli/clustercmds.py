@@ -31,44 +31,18 @@ def _no_nft(args: argparse.Namespace) -> None:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from kpemu.analyse.oracle import Packet
-    from kpemu.dumps.trace import (
-        ORIGINS,
-        dumped_rules,
-        generated_rules,
-        origin_of,
-        parse_endpoint,
-        render_trace,
-        run_trace,
-        trace_json,
-    )
+    from kpemu.dumps.trace import node_rules, packet, parse_endpoint, render_trace, run_trace, trace_json
 
     _no_nft(args)
-    src, sport = parse_endpoint(args.src, "--src", need_port=False)
-    dst, dport = parse_endpoint(args.dst, "--dst", need_port=True)
+    src = parse_endpoint(args.src, "--src", need_port=False)
+    dst = parse_endpoint(args.dst, "--dst", need_port=True)
     node_ips = [parse_endpoint(ip, "--node-ip", need_port=False)[0] for ip in args.node_ip]
     topo = _topology(args.topology)
     if topo is not None:
         _known_node(topo, args.node)
-    has_dump = bool(args.iptables_save or args.ipvs or args.ipset)
-    if topo is None and not has_dump:
-        raise InputError("kpemu trace: give a TOPOLOGY (kpemu's generated rules) or a dump (--iptables-save FILE, "
-                         "or --ipvs FILE --ipset FILE)")
-    if topo is None and not node_ips:
-        raise InputError("kpemu trace: a dump without a topology needs the node's addresses: --node-ip IP "
-                         "(e.g. its InternalIP)")
-    generated = generated_rules(topo, args.node) if topo is not None else None
-    if has_dump:
-        local = set(generated.local) if generated else set()
-        nr = dumped_rules(args.node, local | set(node_ips), args.iptables_save, args.ipvs, args.ipset, generated)
-    else:
-        assert generated is not None
-        nr = generated if not node_ips else generated.__class__(
-            generated.node, generated.rules, generated.local | set(node_ips), generated.ipvs, generated.source)
+    nr = node_rules(topo, args.node, node_ips, args.iptables_save, args.ipvs, args.ipset)
     pod_cidr = topo.node(args.node).podCIDR if topo is not None else None
-    origin = origin_of(src, nr.local, pod_cidr, args.from_)
-    pkt = Packet(src=src, dst=dst, dport=dport or 0, proto=args.proto, sport=sport or 40000,
-                 origin=ORIGINS[origin])
+    pkt, origin = packet(nr, src, dst, args.proto, pod_cidr, args.from_)
     pred = run_trace(nr, pkt)
     if args.output == "json":
         print(json.dumps(trace_json(nr, pred, origin), indent=2))
@@ -103,10 +77,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_check_node(args: argparse.Namespace) -> int:
     from kpemu.dumps.drift import check_node, drift_json, render_drift
     from kpemu.dumps.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm, read_text
+    from kpemu.model import load_topology
 
     _no_nft(args)
-    topo = _topology(args.topology)
-    assert topo is not None
+    topo = load_topology(args.topology)
     _known_node(topo, args.node)
     if not (args.iptables_save or args.ipvs or args.ipset):
         raise InputError("kpemu check-node: give the node's dumps to check: --iptables-save FILE "
@@ -131,6 +105,14 @@ def cmd_check_node(args: argparse.Namespace) -> int:
     return 0 if drift.equal else 1
 
 
+def _dump_arguments(s: argparse.ArgumentParser) -> None:
+    """The node dumps check-node and trace read (each optional; `-` is standard input)."""
+    s.add_argument("--iptables-save", metavar="FILE", help="the node's iptables-save output")
+    s.add_argument("--nft", metavar="FILE", help="the node's nft list ruleset output")
+    s.add_argument("--ipvs", metavar="FILE", help="the node's ipvsadm -Sn output")
+    s.add_argument("--ipset", metavar="FILE", help="the node's ipset save output")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
     from kpemu.k8s.convert import CNIS
@@ -146,20 +128,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                           "drift)")
     s.add_argument("topology", help="a kpemu topology or Kubernetes objects")
     s.add_argument("--node", required=True)
-    s.add_argument("--iptables-save", metavar="FILE", help="the node's iptables-save output")
-    s.add_argument("--nft", metavar="FILE", help="the node's nft list ruleset output")
-    s.add_argument("--ipvs", metavar="FILE", help="the node's ipvsadm -Sn output")
-    s.add_argument("--ipset", metavar="FILE", help="the node's ipset save output")
+    _dump_arguments(s)
     s.add_argument("-o", "--output", choices=["text", "json"], default="text")
     s.set_defaults(func=cmd_check_node)
 
     s = sub.add_parser("trace", help="walk one packet through a node's rules offline (a real dump or kpemu's)")
     s.add_argument("topology", nargs="?", help="a kpemu topology or Kubernetes objects (node addresses, "
                                                  "and the generated rules when no dump is given)")
-    s.add_argument("--iptables-save", metavar="FILE", help="the node's iptables-save output")
-    s.add_argument("--nft", metavar="FILE", help="the node's nft list ruleset output")
-    s.add_argument("--ipvs", metavar="FILE", help="the node's ipvsadm -Sn output")
-    s.add_argument("--ipset", metavar="FILE", help="the node's ipset save output")
+    _dump_arguments(s)
     s.add_argument("--node", required=True)
     s.add_argument("--node-ip", nargs="+", default=[], metavar="IP", help="the node's own addresses")
     s.add_argument("--src", required=True, metavar="IP[:PORT]")

@@ -12,7 +12,7 @@ from kpemu.errors import InputError
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
 from kpemu.proxy.save import canonical_line
 
-ORIGINS = {"outside": "remote", "pod": "remote", "node": "local"}
+_ORIGINS = {"outside": "remote", "pod": "remote", "node": "local"}
 
 
 @dataclass(frozen=True)
@@ -236,3 +236,29 @@ def dumped_rules(node: str, local: set[str], iptables_save: str | None, ipvs: st
         local = local | {v.address for v in vss}  # kube-proxy binds every virtual address to kube-ipvs0
         sources += [f"{ipvs} (ipvsadm -Sn)", f"{ipset} (ipset save)"]
     return NodeRules(node, rs, frozenset(local | {"127.0.0.1"}), model, ", ".join(sources))
+
+
+def node_rules(topo: Any, node: str, node_ips: list[str], iptables_save: str | None, ipvs: str | None,
+               ipset: str | None) -> NodeRules:
+    """What to walk: the dumps given (their iptables rules, else the topology's generated ones, go
+    with IPVS dumps), else the topology's generated rules; the node's addresses from the topology
+    and `node_ips`."""
+    generated = generated_rules(topo, node) if topo is not None else None
+    if not (iptables_save or ipvs or ipset):
+        if generated is None:
+            raise InputError("kpemu trace: give a TOPOLOGY (kpemu's generated rules) or a dump (--iptables-save "
+                             "FILE, or --ipvs FILE --ipset FILE)")
+        return replace(generated, local=generated.local | set(node_ips))
+    if generated is None and not node_ips:
+        raise InputError("kpemu trace: a dump without a topology needs the node's addresses: --node-ip IP "
+                         "(e.g. its InternalIP)")
+    local = set(generated.local) if generated else set()
+    return dumped_rules(node, local | set(node_ips), iptables_save, ipvs, ipset, generated)
+
+
+def packet(nr: NodeRules, src: tuple[str, int | None], dst: tuple[str, int | None], proto: str,
+           pod_cidr: str | None, given_origin: str | None) -> tuple[Packet, str]:
+    """The packet to trace and where it comes from (outside | pod | node)."""
+    origin = origin_of(src[0], nr.local, pod_cidr, given_origin)
+    return Packet(src=src[0], dst=dst[0], dport=dst[1] or 0, proto=proto, sport=src[1] or 40000,
+                  origin=_ORIGINS[origin]), origin

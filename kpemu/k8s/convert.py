@@ -364,21 +364,24 @@ class _Import:
         if spec.get("selector") and (sliced is None or same) and complete and selected and not per_endpoint:
             return  # the selector says it all
         if spec.get("selector"):
-            why = ("the EndpointSlices differ from the selector's pods" if sliced is not None
+            why = ("the selector matches no pod" if not selected
+                   else "the EndpointSlices differ from the selector's pods" if not same and sliced is not None
                    else "the selector's pods serve the named targetPort on different numbers" if per_endpoint
-                   else "the selector matches no pod" if not selected else "some selected pods lack the named port")
+                   else "some selected pods lack the named targetPort")
             self.notes.append(f"Service {key}: explicit endpoints ({why})")
             del spec["selector"]
         elif sliced is None:
             self.notes.append(f"Service {key}: no selector and no EndpointSlices or Endpoints: no endpoints")
-        spec["endpoints"] = [self._endpoint(e, spec["ports"][0]["targetPort"] if len(names) == 1 else None)
-                             for e in sorted(eps, key=lambda e: tuple(int(x) for x in e.ip.split(".")))]
+        only = spec["ports"][0] if len(names) == 1 else None
+        spec["endpoints"] = [self._endpoint(e, only) for e in sorted(eps, key=lambda e: ipaddress.IPv4Address(e.ip))]
 
     @staticmethod
-    def _endpoint(e: _Ep, target: int | None) -> dict[str, Any]:
+    def _endpoint(e: _Ep, only: dict[str, Any] | None) -> dict[str, Any]:
+        """An explicit endpoint; its own port only for a single-port Service (the topology's
+        endpoint port applies to every port of the Service)."""
         out: dict[str, Any] = {"ip": e.ip}
-        port = e.ports[0][1] if e.ports and target is not None else None
-        if port is not None and port != target:
+        port = dict(e.ports).get(only["name"]) if only else None
+        if port is not None and port != only["targetPort"]:
             out["port"] = port
         if e.node:
             out["node"] = e.node
