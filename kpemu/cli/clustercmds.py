@@ -51,6 +51,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(items: list, noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
@@ -68,9 +72,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     else:
         print(text, end="")
     fields = sum(len(f) for f in imported.unmodelled.values())
-    print(f"imported {len(topo.nodes)} nodes, {len(topo.pods)} pods, {len(topo.services)} services"
-          f"{' into ' + args.output if args.output else ''}; {len(imported.notes)} notes and {fields} fields not "
-          "modelled are listed at the top of the topology", file=sys.stderr)
+    print(f"imported {_count(topo.nodes, 'node')}, {_count(topo.pods, 'pod')}, {_count(topo.services, 'service')}"
+          f"{' into ' + args.output if args.output else ''}; {_count(imported.notes, 'note')} and "
+          f"{fields} fields not modelled are listed at the top of the topology", file=sys.stderr)
     return 0
 
 

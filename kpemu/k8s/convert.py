@@ -25,6 +25,7 @@ from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR
 CNIS = ("flannel-vxlan", "calico-ipip")
 FLANNEL = "flannel.alpha.coreos.com/"
 CALICO_IPIP = "projectcalico.org/IPv4IPIPTunnelAddr"
+CALICO_VXLAN = "projectcalico.org/IPv4VXLANTunnelAddr"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 DEFAULT_SERVICE_CIDR = "10.96.0.0/12"  # kube-apiserver's --service-cluster-ip-range default (kubeadm)
 
@@ -152,6 +153,8 @@ class _Import:
             if ann.get(CALICO_IPIP):
                 kinds.add("calico-ipip")
                 node["tunnelIP"] = str(ann[CALICO_IPIP]).split("/")[0]
+            elif ann.get(CALICO_VXLAN):
+                kinds.add("calico-vxlan")
             self.nodes[n.name] = node
         if not self.kind("Node"):
             self.problems.append(Problem(self.objects[0].file, "", "no Node objects; a topology needs the nodes "

@@ -107,7 +107,7 @@ def test_kubectl_list_imports_to_the_committed_topology() -> None:
     res = kpemu("import", CLUSTER, "--name", "k8s-cluster")
     assert res.returncode == 0, res.stderr
     assert res.stdout == (ROOT / "topologies" / "k8s-cluster.yaml").read_text()
-    assert res.stderr == ("imported 3 nodes, 6 pods, 4 services; 1 notes and 63 fields not modelled are listed at "
+    assert res.stderr == ("imported 3 nodes, 6 pods, 4 services; 1 note and 63 fields not modelled are listed at "
                           "the top of the topology\n")
     body = res.stdout[res.stdout.index("\nservices:\n") + 1:]
     assert body == """\
@@ -314,3 +314,9 @@ def test_standard_input(tmp_path: Path) -> None:
     assert res.stdout.startswith("# kpemu topology imported from - (kpemu import).\n")
     assert "#   Service default/manual: no selector and no EndpointSlices or Endpoints: no endpoints" in res.stdout
     assert yaml.safe_load(res.stdout)["services"][0]["endpoints"] == []
+    f.write_text(NODE.replace("flannel.alpha.coreos.com/backend-type: vxlan",
+                              "projectcalico.org/IPv4VXLANTunnelAddr: 10.244.0.1"))
+    res = kpemu("import", str(f))
+    assert res.returncode == 2
+    assert res.stderr == (f"{f}: the node annotations say CNI calico-vxlan; kpemu models flannel-vxlan and "
+                          "calico-ipip: give --cni\n")
