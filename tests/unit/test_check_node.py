@@ -94,3 +94,16 @@ def test_bad_input_exits_2(tmp_path: Path) -> None:
     junk.write_text("-A -t 10.0.0.1:80 -s rr\nTCP  10.0.0.1:80 rr\n")
     res = kpemu("check-node", "topologies/calico-ipip.yaml", "--node", "node1", "--ipvs", str(junk))
     assert res.returncode == 2 and res.stderr.startswith(f"{junk}: line 2: not an ipvsadm -Sn line")
+
+
+def test_rules_of_other_programs_are_not_drift(tmp_path: Path) -> None:
+    """A real node also holds the CNI's and docker's rules; only kube-proxy's and kubelet's count."""
+    text = (ROOT / "tests/data/seed-001.iptables-save").read_text()
+    text = text.replace("*filter\n", "-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE\n"
+                                     "-A DOCKER -i docker0 -j RETURN\n*filter\n")
+    text = text.replace("COMMIT\n", "-A FORWARD -s 10.244.0.0/16 -m comment --comment \"flanneld forward\" -j ACCEPT\n"
+                                    "COMMIT\n")
+    dump = tmp_path / "node.iptables-save"
+    dump.write_text(text)
+    res = kpemu("check-node", "topologies/seed-001.yaml", "--node", "minikube", "--iptables-save", str(dump))
+    assert res.returncode == 0, res.stdout
