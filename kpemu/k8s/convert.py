@@ -19,7 +19,7 @@ from typing import Any
 from kpemu.errors import InputError, Problem
 from kpemu.k8s.fields import not_modelled
 from kpemu.k8s.objects import K8sObject
-from kpemu.k8s.service import Allocator, ServiceIn, read_service
+from kpemu.k8s.service import Allocator, ServiceIn, ipv4, read_service
 from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR
 
 CNIS = ("flannel-vxlan", "calico-ipip")
@@ -53,14 +53,6 @@ class _Ep:
 
 def _meta(obj: K8sObject) -> dict[str, Any]:
     return obj.data.get("metadata") or {}
-
-
-def _ipv4(v: object) -> bool:
-    try:
-        ipaddress.IPv4Address(str(v))
-        return True
-    except ValueError:
-        return False
 
 
 class _Import:
@@ -139,7 +131,7 @@ class _Import:
             ann = _meta(n).get("annotations") or {}
             status, spec = n.data.get("status") or {}, n.data.get("spec") or {}
             ips = [a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"]
-            ip = next((a for a in ips if _ipv4(a)), None)
+            ip = next((a for a in ips if ipv4(a)), None)
             if ip is None:
                 self.problems.append(n.problem("status.addresses", "no IPv4 InternalIP; kpemu puts the node on the "
                                                                    "underlay at that address"))
@@ -190,7 +182,7 @@ class _Import:
                 why = f"phase {status['phase']}"
             elif not ip or not node:
                 why = "not scheduled or no IP yet"
-            elif not _ipv4(ip):
+            elif not ipv4(ip):
                 why = "IPv6 only"
             elif node not in self.nodes:
                 why = f"its node {node} is not among the Nodes given"
@@ -312,7 +304,7 @@ class _Import:
             ports = tuple(sorted((str(p.get("name") or ""), int(p["port"])) for p in sub.get("ports") or []))
             for ready, field_ in ((True, "addresses"), (False, "notReadyAddresses")):
                 out += [_Ep(a["ip"], self._node(a.get("nodeName")), ready, ready, False, ports)
-                        for a in sub.get(field_) or [] if _ipv4(a.get("ip"))]
+                        for a in sub.get(field_) or [] if ipv4(a.get("ip"))]
         return out
 
     def _from_pods(self, s: ServiceIn, pods: list[dict[str, Any]]) -> tuple[list[_Ep], bool]:

@@ -39,7 +39,8 @@ class ServiceIn:
     notes: list[str] = field(default_factory=list)
 
 
-def _ipv4(v: object) -> bool:
+def ipv4(v: object) -> bool:
+    """Whether `v` is an IPv4 address."""
     try:
         ipaddress.IPv4Address(str(v))
         return True
@@ -98,7 +99,7 @@ def read_service(obj: K8sObject, problems: list[Problem]) -> ServiceIn | None:
                               "2001:db8::ffff)")
     if cluster_ip and cluster_ips and cluster_ips[0] != cluster_ip:
         bad("spec.clusterIPs[0]", f"Invalid value: {cluster_ips[0]!r}: must match `clusterIP` when present")
-    v4 = [ip for ip in [cluster_ip, *cluster_ips] if ip and _ipv4(ip)]
+    v4 = [ip for ip in [cluster_ip, *cluster_ips] if ip and ipv4(ip)]
     if v4:
         out["clusterIP"] = v4[0]
     elif cluster_ip or cluster_ips:
@@ -229,22 +230,19 @@ def _read_addresses(obj: K8sObject, spec: dict[str, Any], stype: str, bad: Any, 
     for i, ip in enumerate(ext):
         if not _ip(ip):
             bad(f"spec.externalIPs[{i}]", f"Invalid value: {ip!r}: must be a valid IP address")
-    out["externalIPs"] = [ip for ip in ext if _ipv4(ip)]
+    out["externalIPs"] = [ip for ip in ext if ipv4(ip)]
     if len(out["externalIPs"]) < len(ext):
         svc.notes.append("IPv6 externalIPs not modelled")
     ranges = spec.get("loadBalancerSourceRanges") or []
     if ranges and stype != "LoadBalancer":
         bad("spec.loadBalancerSourceRanges", "Forbidden: may only be used when `type` is 'LoadBalancer'")
     for i, r in enumerate(ranges):
-        try:
-            ipaddress.IPv4Network(str(r).strip(), strict=False)
-        except ValueError:
+        if _cidr(r) is None:
             bad(f"spec.loadBalancerSourceRanges[{i}]", f"Invalid value: {r!r}: must be an IPv4 CIDR such as "
                                                        "203.0.113.0/24")
-    out["loadBalancerSourceRanges"] = [str(ipaddress.IPv4Network(str(r).strip(), strict=False)) for r in ranges
-                                       if _cidr_ok(r)]
+    out["loadBalancerSourceRanges"] = [c for r in ranges if (c := _cidr(r))]
     ingress = ((obj.data.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
-    out["loadBalancerIPs"] = [i["ip"] for i in ingress if isinstance(i, dict) and _ipv4(i.get("ip"))]
+    out["loadBalancerIPs"] = [i["ip"] for i in ingress if isinstance(i, dict) and ipv4(i.get("ip"))]
     if any(isinstance(i, dict) and i.get("hostname") for i in ingress):
         svc.notes.append("status.loadBalancer.ingress[].hostname not modelled (only ip)")
     if stype == "LoadBalancer" and not out["loadBalancerIPs"] and spec.get("loadBalancerIP"):
@@ -252,12 +250,12 @@ def _read_addresses(obj: K8sObject, spec: dict[str, Any], stype: str, bad: Any, 
                          "assigned it (status.loadBalancer.ingress is empty)")
 
 
-def _cidr_ok(r: object) -> bool:
+def _cidr(r: object) -> str | None:
+    """The IPv4 network of a source range as the API server normalises it, or None."""
     try:
-        ipaddress.IPv4Network(str(r).strip(), strict=False)
-        return True
+        return str(ipaddress.IPv4Network(str(r).strip(), strict=False))
     except ValueError:
-        return False
+        return None
 
 
 class Allocator:
