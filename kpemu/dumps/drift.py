@@ -47,12 +47,14 @@ class Drift:
     node: str
     proxy: str  # "kube-proxy 1.14 iptables mode"
     compared: list[str]
+    services: set[str]  # the Services that exist (namespace/name)
     rules_compared: int = 0
     groups: dict[str, ServiceDrift] = field(default_factory=dict)
 
-    def group(self, key: str, exists: bool = True) -> ServiceDrift:
+    def group(self, key: str) -> ServiceDrift:
+        """The differences of Service `key` (NODE_WIDE: of no single Service)."""
         if key not in self.groups:
-            self.groups[key] = ServiceDrift(key, exists)
+            self.groups[key] = ServiceDrift(key, key == NODE_WIDE or key in self.services)
         return self.groups[key]
 
     @property
@@ -115,14 +117,12 @@ def _dnat(lines: list[str]) -> str:
     return "?"
 
 
-def compare_rules(drift: Drift, expected: RuleSet, dump: RuleSet, services: set[str]) -> None:
+def compare_rules(drift: Drift, expected: RuleSet, dump: RuleSet) -> None:
     """Add the rule differences between kube-proxy's rules and a dump to `drift`, per Service."""
     want, have = kube_lines(expected), kube_lines(dump)
     owners = {**_owners(dump), **_owners(expected)}
     drift.rules_compared += sum(len(v) for v in have.values())
-
-    def group(key: str) -> ServiceDrift:
-        return drift.group(key, exists=key == NODE_WIDE or key in services)
+    group = drift.group
 
     order = list(want) + [c for c in have if c not in want]
     for chain in order:
@@ -217,8 +217,7 @@ def _member_service(member: str, index: dict[tuple[str, int, str], str]) -> str:
 
 
 def compare_ipsets(drift: Drift, expected: dict[str, tuple[str, tuple[str, ...]]],
-                   dump: dict[str, tuple[str, tuple[str, ...]]], index: dict[tuple[str, int, str], str],
-                   services: set[str]) -> None:
+                   dump: dict[str, tuple[str, tuple[str, ...]]], index: dict[tuple[str, int, str], str]) -> None:
     """Members of kube-proxy's sets (KUBE-*) that are missing from, or extra in, `ipset save`."""
     for name in sorted({n for n in (*expected, *dump) if n.startswith("KUBE-")}):
         want = set(expected.get(name, ("", ()))[1])
@@ -227,12 +226,10 @@ def compare_ipsets(drift: Drift, expected: dict[str, tuple[str, tuple[str, ...]]
         for m in sorted(want - have):
             drift.group(_member_service(m, index)).missing.append(f"ipset {name}: {m}")
         for m in sorted(have - want):
-            key = _member_service(m, index)
-            drift.group(key, key == NODE_WIDE or key in services).extra.append(f"ipset {name}: {m}")
+            drift.group(_member_service(m, index)).extra.append(f"ipset {name}: {m}")
 
 
-def compare_virtual_servers(drift: Drift, expected: tuple, dump: list, index: dict[tuple[str, int, str], str],
-                            services: set[str]) -> None:
+def compare_virtual_servers(drift: Drift, expected: tuple, dump: list, index: dict[tuple[str, int, str], str]) -> None:
     """IPVS virtual servers and their real servers against `ipvsadm -Sn`."""
     from kpemu.proxy.ipvsadm_text import service_line
 
@@ -246,7 +243,7 @@ def compare_virtual_servers(drift: Drift, expected: tuple, dump: list, index: di
     for name in [*want, *(n for n in have if n not in want)]:
         w, h = want.get(name), have.get(name)
         vs = w or h
-        g = drift.group(key_of(vs), key_of(vs) == NODE_WIDE or key_of(vs) in services)
+        g = drift.group(key_of(vs))
         if h is None:
             g.missing.append(f"ipvs: {service_line(w)}")
             continue
@@ -267,8 +264,7 @@ def check_node(topo: Any, node: str, iptables_save: RuleSet | None = None,
                compared: list[str] | None = None) -> Drift:
     """Compare the given dumps of `node` with what kube-proxy would program from `topo`."""
     kp = topo.kubeProxy
-    drift = Drift(node, f"kube-proxy {kp.version} {kp.mode} mode", compared or [])
-    services = {s.key for s in topo.services}
+    drift = Drift(node, f"kube-proxy {kp.version} {kp.mode} mode", compared or [], {s.key for s in topo.services})
     index = _service_index(topo)
     if kp.mode == "ipvs":
         from kpemu.proxy.ipvs import ipvs_rules
@@ -277,13 +273,13 @@ def check_node(topo: Any, node: str, iptables_save: RuleSet | None = None,
         st = ipvs_rules(topo, node)
         expected = ruleset_from_restore(st.restore_text())
         if ipsets is not None:
-            compare_ipsets(drift, {s.name: (s.type, s.members) for s in st.ipsets}, ipsets, index, services)
+            compare_ipsets(drift, {s.name: (s.type, s.members) for s in st.ipsets}, ipsets, index)
         if ipvs is not None:
-            compare_virtual_servers(drift, st.virtual_servers, ipvs, index, services)
+            compare_virtual_servers(drift, st.virtual_servers, ipvs, index)
     else:
         from kpemu.proxy.iptables import iptables_rules
 
         expected = iptables_rules(topo, node)
     if iptables_save is not None:
-        compare_rules(drift, expected, iptables_save, services)
+        compare_rules(drift, expected, iptables_save)
     return drift
