@@ -94,10 +94,11 @@ class _Import:
         for key in ("masqueradeBit", "masqueradeAll", "localhostNodePorts"):
             if ipt.get(key) is not None:
                 out[key] = ipt[key]
-        npa = d.get("nodePortAddresses") or []
-        if "primary" in npa:
-            self.notes.append("KubeProxyConfiguration nodePortAddresses 'primary' is read as every node address")
-        out["nodePortAddresses"] = [x for x in npa if x != "primary" and ":" not in x]
+        npa = [x for x in d.get("nodePortAddresses") or [] if ":" not in x]
+        if "primary" in npa:  # 1.29+: the node's primary address(es), i.e. its InternalIP
+            npa = [x for x in npa if x != "primary"] + [f"{n['ip']}/32" for n in self.nodes.values()]
+            self.notes.append("KubeProxyConfiguration nodePortAddresses 'primary': each node's InternalIP")
+        out["nodePortAddresses"] = npa
         scheduler = (d.get("ipvs") or {}).get("scheduler")
         if scheduler and mode == "ipvs":
             out["scheduler"] = scheduler
@@ -390,8 +391,8 @@ class _Import:
 
     # -- the whole ------------------------------------------------------------------------------
     def run(self) -> Imported:
-        kube_proxy = self.kube_proxy()
         cni = self.read_nodes()
+        kube_proxy = self.kube_proxy()
         pods = self.read_pods()
         services, cidr = self.read_services(pods, kube_proxy.get("nodePortRange", "30000-32767"))
         if self.problems:

@@ -39,7 +39,7 @@ class K8sObject:
 
     def label(self) -> str:
         """How a message names the object: `items[3] (Service default/web)`."""
-        return f"{self.where} ({self.kind} {self.key})".strip()
+        return f"{self.where} ({self.kind}{' ' + self.key if self.key else ''})".strip()
 
     def problem(self, path: str, message: str) -> Problem:
         """A Problem at a Kubernetes field path of this object (e.g. spec.ports[0].port)."""

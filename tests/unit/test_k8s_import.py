@@ -320,3 +320,19 @@ def test_standard_input(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert res.stderr == (f"{f}: the node annotations say CNI calico-vxlan; kpemu models flannel-vxlan and "
                           "calico-ipip: give --cni\n")
+
+
+def test_kube_proxy_configuration(tmp_path: Path) -> None:
+    f = _manifest(tmp_path)
+    f.write_text(f.read_text() + "---\napiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+                 "mode: iptables\nclusterCIDR: 10.244.0.0/16,fd00:10:244::/56\nnodePortAddresses: [primary]\n"
+                 "iptables: {masqueradeBit: 15, localhostNodePorts: false}\nconntrack: {maxPerCore: 32768}\n")
+    res = kpemu("import", str(f))
+    assert res.returncode == 0, res.stderr
+    assert yaml.safe_load(res.stdout)["kubeProxy"] == {
+        "version": "1.30", "mode": "iptables", "clusterCIDR": "10.244.0.0/16", "masqueradeBit": 15,
+        "localhostNodePorts": False, "nodePortAddresses": ["192.168.58.2/32"]}
+    assert "#   KubeProxyConfiguration:\n#     conntrack (1)\n" in res.stdout
+    f.write_text(f.read_text().replace("mode: iptables", "mode: nftables"))
+    assert kpemu("import", str(f)).stderr == (f"{f}: document 3 (KubeProxyConfiguration) mode: Unsupported value: "
+                                              "'nftables': kpemu models kube-proxy modes 'iptables' and 'ipvs'\n")
