@@ -18,7 +18,7 @@ from typing import Any
 
 from kpemu.errors import InputError, Problem
 from kpemu.k8s.fields import not_modelled
-from kpemu.k8s.objects import K8sObject
+from kpemu.k8s.objects import K8sObject, is_kubernetes
 from kpemu.k8s.service import Allocator, ServiceIn, ipv4, read_service
 from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR
 
@@ -206,7 +206,10 @@ class _Import:
         return out
 
     # -- services --------------------------------------------------------------------------------
-    def read_services(self, pods: list[dict[str, Any]], node_ports: str) -> tuple[list[dict[str, Any]], str]:
+    def read_services(self, pods: list[dict[str, Any]], node_ports: str, service_cidr: str | None = None,
+                      taken: list[dict[str, Any]] | None = None) -> tuple[list[ServiceIn], str]:
+        """The Services that program something, in object order, allocated and with endpoints;
+        `taken`: Services already in topology form whose addresses and ports are in use."""
         svcs: list[ServiceIn] = []
         for o in self.kind("Service"):
             s = read_service(o, self.problems)
@@ -215,16 +218,19 @@ class _Import:
             self.notes += [f"Service {o.key}: {n}" for n in s.notes]
             if "ports" in s.spec:
                 svcs.append(s)
-        cidr = self._service_cidr([s.spec["clusterIP"] for s in svcs if "clusterIP" in s.spec])
+        cidr = service_cidr or self._service_cidr([s.spec["clusterIP"] for s in svcs if "clusterIP" in s.spec])
         lo, _, hi = node_ports.partition("-")
         alloc = Allocator(cidr, (int(lo), int(hi)))
+        for t in taken or []:
+            alloc.ips.add(str(t.get("clusterIP")))
+            alloc.ports |= {(p.get("nodePort"), p.get("protocol", "TCP")) for p in t.get("ports") or []
+                            if isinstance(p, dict)}
         for s in svcs:
             if "clusterIP" in s.spec:
                 alloc.ips.add(s.spec["clusterIP"])
             for i, p in enumerate(s.spec["ports"]):
                 self._claim_node_port(alloc, s, i, p.get("nodePort"), p["protocol"])
             self._claim_node_port(alloc, s, None, s.spec.get("healthCheckNodePort"), "TCP")
-        out = []
         for s in sorted(svcs, key=lambda s: s.obj.key):
             key = s.obj.key
             if s.allocate_cluster_ip:
@@ -239,9 +245,7 @@ class _Import:
                 s.spec["healthCheckNodePort"] = alloc.node_port(f"{key}/healthz", "TCP")
                 self.notes.append(f"Service {key}: healthCheckNodePort {s.spec['healthCheckNodePort']} allocated")
             self._endpoints(s, pods)
-            out.append(s.spec)
-        order = [o.key for o in self.kind("Service")]
-        return sorted(out, key=lambda d: order.index(f"{d['namespace']}/{d['name']}")), cidr
+        return svcs, cidr
 
     def _claim_node_port(self, alloc: Allocator, s: ServiceIn, i: int | None, port: int | None, proto: str) -> None:
         if not port:
@@ -414,7 +418,7 @@ class _Import:
             data["clusterCIDR"] = kube_proxy["clusterCIDR"]
         data["nodes"] = nodes
         data["pods"] = [_compact_pod(p) for p in pods]
-        data["services"] = [_compact_service(s) for s in services]
+        data["services"] = [_compact_service(s.spec) for s in services]
         return Imported(data, self.notes, not_modelled(self.objects))
 
     def _pod_cidr(self, node: dict[str, Any], pods: list[dict[str, Any]], cni: str) -> str:
@@ -474,3 +478,38 @@ def _compact_service(s: dict[str, Any]) -> dict[str, Any]:
 def topology_data(objects: list[K8sObject], cni: str | None = None, name: str | None = None) -> Imported:
     """The kpemu topology data equivalent to `objects`; InputError lists what Kubernetes would reject."""
     return _Import(objects, cni, name).run()
+
+
+def _pod_form(p: dict[str, Any]) -> dict[str, Any]:
+    """A topology pod as the import reads pods (defaults filled, ports as mappings)."""
+    ports = [{"port": x} if isinstance(x, int) else dict(x) for x in p.get("ports") or []]
+    return {"name": p.get("name"), "namespace": p.get("namespace", "default"), "node": p.get("node"),
+            "ip": p.get("ip"), "labels": p.get("labels") or {},
+            "ports": [{**x, "protocol": x.get("protocol", "TCP")} for x in ports],
+            "ready": p.get("ready", True), "terminating": p.get("terminating", False)}
+
+
+def embed_services(data: dict[str, Any], file: str) -> dict[str, Any]:
+    """A kpemu topology whose `services` hold Kubernetes Service objects (pasted manifests, with
+    their metadata/spec wrapper): each becomes a topology Service in place, defaulted and validated
+    as the API server would, its endpoints the topology's pods its selector picks. Headless and
+    ExternalName Services are dropped (they program nothing)."""
+    entries = data.get("services")
+    if not isinstance(entries, list) or not any(is_kubernetes(e) for e in entries):
+        return data
+    objs = {i: K8sObject(str(e["kind"]), e, file, f"services[{i}]") for i, e in enumerate(entries) if is_kubernetes(e)}
+    bad = [Problem(file, f"services[{i}].kind", f"Unsupported value: {o.kind!r}: expected a Service")
+           for i, o in objs.items() if o.kind != "Service"]
+    if bad:
+        raise InputError(bad)
+    imp = _Import(list(objs.values()), None, None)
+    imp.nodes = {n["name"]: n for n in data.get("nodes") or [] if isinstance(n, dict) and "name" in n}
+    pods = [_pod_form(p) for p in data.get("pods") or [] if isinstance(p, dict)]
+    taken = [e for e in entries if isinstance(e, dict) and not is_kubernetes(e)]
+    node_ports = (data.get("kubeProxy") or {}).get("nodePortRange", "30000-32767")
+    services, _ = imp.read_services(pods, node_ports, data.get("serviceCIDR"), taken)
+    if imp.problems:
+        raise InputError(imp.problems)
+    converted = {s.obj.where: _compact_service(s.spec) for s in services}
+    out = [converted.get(f"services[{i}]") if i in objs else e for i, e in enumerate(entries)]
+    return {**data, "services": [e for e in out if e is not None]}

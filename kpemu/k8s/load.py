@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kpemu.k8s.convert import Imported, topology_data
+from kpemu.k8s.convert import Imported, embed_services, topology_data
 from kpemu.k8s.objects import is_kubernetes, objects_from_documents, read_objects
 from kpemu.model.load import read_yaml
 
@@ -25,7 +25,8 @@ def topology_source(path: Path) -> object:
     docs = [d for d in read_yaml(path, documents=True) if d is not None]
     if any(is_kubernetes(d) for d in docs):
         return topology_data(objects_from_documents(docs, str(path)), name=lab_name(path)).data
-    return docs[0] if len(docs) == 1 else read_yaml(path)
+    data = docs[0] if len(docs) == 1 else read_yaml(path)
+    return embed_services(data, str(path)) if isinstance(data, dict) else data
 
 
 def render_topology(imported: Imported, sources: list[str]) -> str:

@@ -336,3 +336,46 @@ def test_kube_proxy_configuration(tmp_path: Path) -> None:
     f.write_text(f.read_text().replace("mode: iptables", "mode: nftables"))
     assert kpemu("import", str(f)).stderr == (f"{f}: document 3 (KubeProxyConfiguration) mode: Unsupported value: "
                                               "'nftables': kpemu models kube-proxy modes 'iptables' and 'ipvs'\n")
+
+
+PASTED = """\
+name: pasted
+underlay: 192.168.1.0/24
+serviceCIDR: 10.96.0.0/12
+nodes:
+  - {name: node1, ip: 192.168.1.100, podCIDR: 10.244.0.0/24}
+pods:
+  - {name: web-0, node: node1, ip: 10.244.0.2, labels: {app: web}, ports: [{port: 8080, name: http}]}
+services:
+  - {name: plain, clusterIP: 10.96.0.20, selector: {app: web}, ports: [{port: 81, targetPort: 8080}]}
+  - apiVersion: v1
+    kind: Service
+    metadata: {name: web}
+    spec:
+      type: NodePort
+      selector: {app: web}
+      ports: [{name: http, port: 80, targetPort: http}]
+      ipFamilyPolicy: SingleStack
+      ipFamilies: [IPv4]
+  - apiVersion: v1
+    kind: Service
+    metadata: {name: web-headless}
+    spec: {clusterIP: None, selector: {app: web}}
+"""
+
+
+def test_a_topology_may_include_pasted_service_manifests(tmp_path: Path) -> None:
+    """The metadata/spec wrapper inside `services:`: defaulted against the topology's own pods and
+    addresses (clusterIP from its serviceCIDR, the named targetPort from the pod); headless dropped."""
+    f = tmp_path / "pasted.yaml"
+    f.write_text(PASTED)
+    topo = load_topology(f)
+    assert [s.model_dump(exclude_defaults=True) for s in topo.services] == [
+        {"name": "plain", "clusterIP": "10.96.0.20", "selector": {"app": "web"},
+         "ports": [{"port": 81, "targetPort": 8080}]},
+        {"name": "web", "type": "NodePort", "clusterIP": "10.107.67.243", "selector": {"app": "web"},
+         "ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": 32584}]},
+    ]
+    f.write_text(PASTED.replace("ports: [{name: http, port: 80, targetPort: http}]", "ports: []"))
+    res = kpemu("validate", str(f))
+    assert res.returncode == 2 and res.stderr == f"{f}: services[1] (Service default/web) spec.ports: Required value\n"
