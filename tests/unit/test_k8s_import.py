@@ -373,7 +373,7 @@ def test_a_topology_may_include_pasted_service_manifests(tmp_path: Path) -> None
     assert [s.model_dump(exclude_defaults=True) for s in topo.services] == [
         {"name": "plain", "clusterIP": "10.96.0.20", "selector": {"app": "web"},
          "ports": [{"port": 81, "targetPort": 8080}]},
-        {"name": "web", "type": "NodePort", "clusterIP": "10.107.67.243", "selector": {"app": "web"},
+        {"name": "web", "type": "NodePort", "clusterIP": "10.100.218.95", "selector": {"app": "web"},
          "ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": 32584}]},
     ]
     f.write_text(PASTED.replace("ports: [{name: http, port: 80, targetPort: http}]", "ports: []"))
