@@ -10,11 +10,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kpemu.cli import labcmds, offline, runcmd, vmcmds
+from kpemu.cli import clustercmds, labcmds, offline, runcmd, vmcmds
 from kpemu.cli.base import Parser
 from kpemu.errors import InputError, KpemuError
 
-COMMANDS = (offline, labcmds, vmcmds, runcmd)
+COMMANDS = (offline, clustercmds, labcmds, vmcmds, runcmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -40,14 +40,15 @@ def _message(err: dict[str, Any], model: type[BaseModel]) -> str:
     return msg
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file, reporting syntax errors with their line."""
+def read_yaml(path: Path, documents: bool = False) -> Any:
+    """Parse a YAML file, reporting syntax errors with their line; `documents`: a list of every
+    `---`-separated document (Kubernetes manifests)."""
     try:
         text = path.read_text()
     except OSError as e:
         raise InputError([Problem(str(path), "", f"cannot read the file: {e.strerror}")]) from None
     try:
-        return yaml.safe_load(text)
+        return list(yaml.safe_load_all(text)) if documents else yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""

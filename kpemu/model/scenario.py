@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kpemu.errors import InputError, Problem
-from kpemu.model import topology_from_data
+from kpemu.model import read_topology_source, topology_from_data
 from kpemu.model.load import parse_model, read_yaml
 from kpemu.model.topology import LabName, Strict, Topology, _check_ip
 
@@ -211,7 +211,7 @@ def load_scenario(path: str | Path, proxy_mode: str | None = None) -> Scenario:
         if not topo_path.exists():
             raise InputError([Problem(file, "topology", f"no such file {spec.topology} (relative to the scenario "
                                                         "file); expected a topology path or an inline mapping")])
-        data, topo_file = read_yaml(topo_path), str(topo_path)
+        data, topo_file = read_topology_source(topo_path), str(topo_path)
     else:
         data, topo_file = spec.topology, file
     if not isinstance(data, dict):
