@@ -1,12 +1,13 @@
 """The vm runtime: a virtme-ng guest booted from a distribution kernel that has what this one lacks.
 
-The guest shares the host's filesystem (read-only, plus a few read-write directories), so the
-very same `.venv/bin/kpemu` (or pytest) runs inside. Three jobs live here:
+The guest shares the host's filesystem (read-only, plus a few read-write directories), so the very
+same code runs inside: kpemu's agent (kpemu.jobs.agent) on the standard library. Three jobs live here:
 
 - getting a guest kernel: `find_kernel()` reuses one from the cache or /boot, `setup()` downloads
   Debian's kernel package with `apt-get download` and unpacks it with `dpkg-deb -x` into
   `$KPEMU_CACHE` (default /var/cache/kpemu/kernels), then runs `depmod` on the copy;
-- running a command in the guest: `boot()` / `run_in_guest()` / `run_pytest_in_guest()`;
+- booting a guest that runs a command: `boot()` (wait for it) and `start()` (return at once; the warm
+  guest of kpemu.guest);
 - knowing whether we already are the guest: `in_guest()`.
 
 Nothing here prints: progress goes through a callback, the guest command's output to an optional
@@ -517,20 +518,6 @@ def _copy_new(path: Path, pos: int, echo: TextIO) -> int:
         echo.write(data.decode(errors="replace"))
         echo.flush()
     return pos + len(data)
-
-
-def run_in_guest(argv: list[str], out_dir: Path, timeout: float = 1800.0, **kwargs: object) -> int:
-    """Run `argv` in one guest boot (see `boot()` for the keyword arguments); its exit code."""
-    return boot(argv, out_dir, timeout, **kwargs).rc  # type: ignore[arg-type]
-
-
-def run_pytest_in_guest(paths: Sequence[str], out_dir: Path, timeout: float = 1800.0,
-                        extra: Sequence[str] = (), **kwargs: object) -> GuestRun:
-    """Run pytest on `paths` in one guest boot; a JUnit report is left in out_dir/junit.xml."""
-    out = Path(out_dir).resolve()
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-ra", "-q",
-            f"--junitxml={out / 'junit.xml'}", *extra, *paths]
-    return boot(argv, out, timeout, **kwargs)  # type: ignore[arg-type]
 
 
 def status() -> dict:
