@@ -42,7 +42,7 @@ def test_ipvs_virtual_servers_in_the_node(lab: str) -> None:
 
 def test_pod_to_pod_crosses_the_underlay_as_ipip(lab: str) -> None:
     script = ("tcpdump -c 1 -nn -l -i n-node1 'ip proto 4' 2>/dev/null & sleep 1; "
-              "ip netns exec kp-itcal-nginx-0 ping -c 1 -W 5 192.168.98.11 >/dev/null; wait")
+              "ip netns exec kp-itcal-nginx-0 busybox ping -c 1 -W 5 192.168.98.11 >/dev/null; wait")
     res = kpemu("exec", lab, "underlay", "--", "timeout", "60", "sh", "-c", script)
     assert res.returncode == 0, res.stdout + res.stderr
     # outer header node1 -> node2, inner packet pod -> pod (older tcpdumps add "(ipip-proto-4)")
@@ -52,7 +52,7 @@ def test_pod_to_pod_crosses_the_underlay_as_ipip(lab: str) -> None:
 def test_tunl0_and_proxy_arp(lab: str) -> None:
     link = kpemu("exec", lab, "node1", "--", "ip", "-d", "link", "show", "tunl0").stdout
     assert "mtu 1480" in link and "ipip" in link, link
-    assert kpemu("exec", lab, "nginx-0", "--", "ping", "-c", "1", "-W", "5", "10.246.198.17").returncode == 0
+    assert kpemu("exec", lab, "nginx-0", "--", "busybox", "ping", "-c", "1", "-W", "5", "10.246.198.17").returncode == 0
     neigh = kpemu("exec", lab, "nginx-0", "--", "ip", "neigh", "show", "169.254.1.1").stdout
     assert "ee:ee:ee:ee:ee:ee" in neigh, neigh
 
