@@ -21,7 +21,7 @@ from kpemu.model.topology import Topology
 from kpemu.proxy import naming
 from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
 from kpemu.proxy.rules import RuleSet, Table
-from kpemu.proxy.versions import Flavour, flavour_for
+from kpemu.proxy.versions import NFACCT_COUNTERS, Flavour, flavour_for
 
 MARK_MASQ, MARK_DROP = "KUBE-MARK-MASQ", "KUBE-MARK-DROP"
 SERVICES, EXT_SERVICES, NODEPORTS = "KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS"
@@ -202,7 +202,8 @@ class _Gen:
     def forward_rules(self) -> None:
         fl, m = self.fl, self.mark
         if fl.forward_invalid_drop:
-            self.filter.add(FORWARD, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
+            acct = ("-m", "nfacct", "--nfacct-name", NFACCT_COUNTERS[0]) if fl.nfacct else ()
+            self.filter.add(FORWARD, "-m", "conntrack", "--ctstate", "INVALID", *acct, "-j", "DROP")
         self.filter.add(FORWARD, "-m", "comment", "--comment", "kubernetes forwarding rules",
                         "-m", "mark", "--mark", f"{m}/{m}", "-j", "ACCEPT")
         ct = ("-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
@@ -349,7 +350,7 @@ class _Gen:
                 if fl.nfacct_localhost_nodeports and fl.nfacct and fl.localhost_nodeports:
                     self.nat.add(NODEPORTS, "-m", "comment", "--comment", s, "-m", p, "-p", p,
                                  "-d", "127.0.0.0/8", "--dport", np, "-m", "nfacct", "--nfacct-name",
-                                 "localhost_nps_accepted_pkts", "-j", ext_c)
+                                 NFACCT_COUNTERS[1], "-j", ext_c)
                 self.nat.add(NODEPORTS, "-m", "comment", "--comment", s, "-m", p, "-p", p, "--dport", np,
                              "-j", ext_c)
             if not external:

@@ -31,7 +31,7 @@ def topo(version: str = "1.33", svc: dict[str, Any] | None = None, eps: int = 2,
     service = {"name": "web", "clusterIP": "10.96.100.10", "endpoints": endpoints,
                "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
     service.update(svc or {})
-    kube_proxy = {"version": version, "clusterCIDR": "10.244.0.0/16", "randomFully": True}
+    kube_proxy = {"version": version, "clusterCIDR": "10.244.0.0/16", "randomFully": True, "nfacct": False}
     kube_proxy.update(kp)
     return Topology.model_validate({
         "name": "ref", "kubeProxy": kube_proxy,
