@@ -11,7 +11,8 @@ from __future__ import annotations
 import ipaddress
 import os
 
-from kpemu.kernel import netfilter
+from kpemu.errors import ApplyError
+from kpemu.kernel import netfilter, nfacct
 from kpemu.kernel.fabric import write_sysctls
 from kpemu.model.names import netns_name
 from kpemu.model.topology import Topology
@@ -54,7 +55,14 @@ def apply_kube_proxy(topo: Topology, node: str) -> None:
     from kpemu.proxy.save import save_text
 
     rs = iptables_rules(topo, node)
-    netfilter.apply_and_verify(ns, restore_text(rs), save_text(rs, backend), kube_proxy_chains(rs), backend)
+    if nfacct.uses_counters(topo):
+        nfacct.ensure_counters(ns)
+    try:
+        netfilter.apply_and_verify(ns, restore_text(rs), save_text(rs, backend), kube_proxy_chains(rs), backend)
+    except ApplyError as e:
+        if nfacct.uses_counters(topo) and "nfacct" in str(e):
+            raise ApplyError(f"{e}\n  {nfacct.XT_NFACCT_HINT}") from e
+        raise
     if needs_route_localnet(topo):
         write_sysctls([Sysctl(ns, "net/ipv4/conf/all/route_localnet", "1")])
 
@@ -71,7 +79,8 @@ def needs_route_localnet(topo: Topology) -> bool:
 
 def apply_rules(topo: Topology, plan: Plan) -> None:
     """kube-proxy's state on every node, then CNI and load-balancer rules."""
-    topo = resolve_random_fully(topo, netns_name(topo.name, topo.nodes[0].name))
+    probe_ns = netns_name(topo.name, topo.nodes[0].name)
+    topo = nfacct.resolve_nfacct(resolve_random_fully(topo, probe_ns), probe_ns)
     for node in topo.nodes:
         apply_kube_proxy(topo, node.name)
     for r in plan.rules:

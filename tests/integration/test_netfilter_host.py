@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from kpemu.errors import ApplyError
-from kpemu.kernel import netfilter
+from kpemu.kernel import netfilter, nfacct
 from kpemu.kernel import netns as nsmod
 from kpemu.model import load_topology
 from kpemu.model.topology import Topology
@@ -36,6 +36,8 @@ def _with(topo: Topology, **kp: object) -> Topology:
 
 
 def _apply(ns: str, topo: Topology, node: str) -> None:
+    if nfacct.uses_counters(topo):
+        nfacct.ensure_counters(ns)
     rs = iptables_rules(topo, node)
     backend = topo.kubeProxy.backend
     netfilter.apply_and_verify(ns, restore_text(rs), save_text(rs, backend), kube_proxy_chains(rs), backend)
@@ -54,7 +56,7 @@ def test_flannel_nodes(scratch: str, node: str) -> None:
     _apply(scratch, load_topology(TOPOLOGIES / "flannel-vxlan.yaml"), node)
 
 
-@pytest.mark.parametrize("version", ["1.10", "1.14", "1.20", "1.23", "1.26", "1.33"])
+@pytest.mark.parametrize("version", ["1.10", "1.14", "1.20", "1.23", "1.26", "1.33", "1.37"])
 def test_rich_rule_set_across_releases(scratch: str, version: str) -> None:
     topo = _with(load_topology(ROOT / "tests" / "data" / "rich.yaml"), version=version)
     _apply(scratch, topo, "node2")
@@ -63,6 +65,7 @@ def test_rich_rule_set_across_releases(scratch: str, version: str) -> None:
 def test_mismatch_names_first_differing_line(scratch: str) -> None:
     topo = load_topology(TOPOLOGIES / "flannel-vxlan.yaml")
     rs = iptables_rules(topo, "node1")
+    nfacct.ensure_counters(scratch)
     netfilter.restore(scratch, restore_text(rs), "nft")
     wrong = save_text(rs, "nft").replace("--probability 0.33333333349", "--probability 0.25000000000")
     with pytest.raises(ApplyError, match=r"expected '.*0\.25000000000.*', kernel has '.*0\.33333333349"):

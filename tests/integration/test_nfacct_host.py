@@ -1,0 +1,69 @@
+"""kube-proxy's nfacct counters on the real kernel: created per namespace before iptables-restore,
+the upstream test-of-record rules (with `-m nfacct`) applied and read back, and the failure a
+missing counter causes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kpemu.errors import ApplyError
+from kpemu.kernel import netfilter, nfacct
+from kpemu.kernel import netns as nsmod
+from kpemu.kernel.netns import run_in
+from kpemu.model import load_topology
+from kpemu.proxy.iptables import iptables_rules, kube_proxy_chains, restore_text
+from kpemu.proxy.save import save_text
+from tests.conftest import ROOT, needs_root
+
+pytestmark = [needs_root, pytest.mark.root]
+UPSTREAM = ROOT / "tests" / "data" / "upstream" / "iptables-overall.yaml"
+
+
+@pytest.fixture
+def scratch() -> Iterator[str]:
+    name = "kp-vers-nfacct"
+    nsmod.create_netns(name)
+    try:
+        yield name
+    finally:
+        nsmod.delete_netns(name)
+    assert name not in nsmod.list_netns("kp-vers-")
+
+
+def _counters(ns: str) -> str:
+    return run_in(ns, ["nfacct", "list"]).stdout
+
+
+def test_counters_are_created_per_namespace_and_ensure_is_idempotent(scratch: str) -> None:
+    assert "ct_state_invalid_dropped_pkts" not in _counters(scratch)
+    nfacct.ensure_counters(scratch)
+    nfacct.ensure_counters(scratch)  # kube-proxy's Ensure: an existing counter is fine
+    listed = _counters(scratch)
+    assert "= ct_state_invalid_dropped_pkts;" in listed and "= localhost_nps_accepted_pkts;" in listed
+
+
+def test_upstream_overall_rules_with_nfacct_apply_and_read_back(scratch: str) -> None:
+    topo = load_topology(UPSTREAM)
+    assert nfacct.uses_counters(topo)
+    nfacct.ensure_counters(scratch)
+    rs = iptables_rules(topo, "test-node")
+    netfilter.apply_and_verify(scratch, restore_text(rs), save_text(rs, "nft"), kube_proxy_chains(rs), "nft")
+    saved = netfilter.save(scratch, "nft", "filter")
+    assert "-A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name  ct_state_invalid_dropped_pkts" \
+           " -j DROP" in saved
+
+
+def test_without_the_counters_iptables_restore_refuses_the_rules(scratch: str) -> None:
+    rs = iptables_rules(load_topology(UPSTREAM), "test-node")
+    with pytest.raises(ApplyError, match=r"RULE_APPEND failed \(No such file or directory\)"):
+        netfilter.restore(scratch, restore_text(rs), "nft")
+
+
+def test_unset_nfacct_resolves_to_what_this_kernel_can_do(scratch: str) -> None:
+    topo = load_topology(UPSTREAM)
+    unset = topo.model_copy(update={"kubeProxy": topo.kubeProxy.model_copy(update={"nfacct": None})})
+    assert nfacct.resolve_nfacct(unset, scratch).kubeProxy.nfacct is True  # CONFIG_NETFILTER_NETLINK_ACCT=y here
+    old = unset.model_copy(update={"kubeProxy": unset.kubeProxy.model_copy(update={"version": "1.29"})})
+    assert nfacct.resolve_nfacct(old, scratch).kubeProxy.nfacct is None  # no nfacct before 1.30
