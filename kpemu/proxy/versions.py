@@ -52,9 +52,11 @@ v1.38.0-alpha.2, so 1.37.z is the newest kube-proxy a cluster runs.
   `TestOverallIPTablesRules` and `sortIPTablesRules` in proxier_test.go (klogtesting era, with
   the nfacct lines) is what kpemu produces for 1.31+ (tests/unit/test_upstream_iptables.py, 91
   of 91 lines); the 1.34+ work in pkg/proxy went to nftables mode (reference
-  kube-proxy-nftables.md 5.1/5.2). A later refactor creates the counters once in
-  NewDualStackProxier (`var nfAcctCounters sets.Set[string]` ... `nfacctRunner.Ensure(name)`):
-  the same rules, the same condition.
+  kube-proxy-nftables.md 5.1/5.2). Not in a release: a Backend refactor on a fork branch
+  (danwinship/kubernetes pkg/proxy/iptables/backend.go `NewBackend`) creates the counters once at
+  startup, but its `nfAcctCounters := sets.New[string]()` inside the `if` shadows the outer set,
+  so as written it would pass no counters and drop every `-m nfacct`; if that lands in a
+  release, that release is a new boundary here.
 * 1.34-1.37 - IPVS mode: no rule, ipset or virtual-server change found in pkg/proxy/ipvs (proxier.go,
   ipset/). 1.35 deprecates it (KEP-5495, PR #134539): cmd/kube-proxy/app/server_linux.go logs
   `logger.Error(nil, "The ipvs proxier is now deprecated and may be removed in a future release.
