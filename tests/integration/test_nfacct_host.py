@@ -4,6 +4,7 @@ missing counter causes."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -67,3 +68,25 @@ def test_unset_nfacct_resolves_to_what_this_kernel_can_do(scratch: str) -> None:
     assert nfacct.resolve_nfacct(unset, scratch).kubeProxy.nfacct is True  # CONFIG_NETFILTER_NETLINK_ACCT=y here
     old = unset.model_copy(update={"kubeProxy": unset.kubeProxy.model_copy(update={"version": "1.29"})})
     assert nfacct.resolve_nfacct(old, scratch).kubeProxy.nfacct is None  # no nfacct before 1.30
+
+
+@pytest.fixture
+def kernel_without_nfacct(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """An `nfacct` that answers as on a kernel without nfnetlink_acct (this kernel has it built in)."""
+    tool = tmp_path / "nfacct"
+    tool.write_text("#!/bin/sh\necho 'nfacct v1.0.2: error: Protocol not supported' >&2\nexit 1\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+
+
+def test_a_kernel_without_nfacct_is_named_with_the_fix(scratch: str, kernel_without_nfacct: None) -> None:
+    with pytest.raises(ApplyError) as err:
+        nfacct.ensure_counters(scratch)
+    assert str(err.value) == (
+        f"{scratch}: cannot create the nfacct counter ct_state_invalid_dropped_pkts (nfacct v1.0.2: error: "
+        "Protocol not supported): the kernel lacks nfnetlink_acct here; set kubeProxy.nfacct: false (kube-proxy "
+        "then writes the rules without -m nfacct), or use a kernel with CONFIG_NETFILTER_NETLINK_ACCT and "
+        "CONFIG_NETFILTER_XT_MATCH_NFACCT")
+    unset = load_topology(UPSTREAM)
+    unset = unset.model_copy(update={"kubeProxy": unset.kubeProxy.model_copy(update={"nfacct": None})})
+    assert nfacct.resolve_nfacct(unset, scratch).kubeProxy.nfacct is False  # kube-proxy's fallback: no -m nfacct
