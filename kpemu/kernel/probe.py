@@ -291,7 +291,6 @@ class _Prober:
         self.add("br_netfilter", ok, "/proc/sys/net/bridge/bridge-nf-call-iptables in the netns",
                  "br_netfilter not loaded" if not ok else "")
 
-
     def nfacct(self) -> None:
         """kube-proxy's nfacct counters (iptables mode 1.30+): nfnetlink_acct creates them, xt_nfacct
         matches them; a kernel with the first and not the second fails kube-proxy's iptables-restore."""

@@ -140,7 +140,7 @@ class Flavour:
 
     # --- IPVS mode ----------------------------------------------------------------------
     # The next three are not applied by proxy/ipvs*.py: 1.10's IPVS rule text is not pinned
-    # (reference kube-proxy.md 9.x), so an IPVS 1.10 dump is 1.11's (tests/data/golden/ipvs/1.10.rules).
+    # (reference kube-proxy.md 9.3: "legacy rule text not pinned"), so an IPVS 1.10 dump is 1.11's.
     ipvs_old_ipset_names: bool  # 1.10: KUBE-FIRE-WALL / KUBE-LB-INGRESS-LOCAL
     ipvs_forward_chain: bool  # IPVS KUBE-FORWARD (1.11+)
     ipvs_accept_vip: bool  # IPVS "-j ACCEPT" for KUBE-CLUSTER-IP / KUBE-LOAD-BALANCER (1.11+)
