@@ -47,6 +47,13 @@ def _chain_key(name: str) -> tuple[int, str]:
     return (2 if name.startswith("KUBE-") else 3, name)
 
 
+def _chain(line: str) -> str:
+    """The chain a `:CHAIN - [0:0]` or `-A CHAIN ...` line is about ("" for other lines)."""
+    if line.startswith(":"):
+        return line[1:].split()[0]
+    return line.split()[1] if line.startswith("-A ") else ""
+
+
 def restore_data(restore_text: str) -> str:
     """kpemu's iptables-restore input cut to what syncProxyRules writes (filter and nat tables,
     no canary chain, no `-I` jump from a built-in chain)."""
@@ -55,10 +62,10 @@ def restore_data(restore_text: str) -> str:
     for line in restore_text.splitlines():
         if line.startswith("*"):
             keep = line in ("*filter", "*nat")
-        if not keep or line.startswith("-I ") or any(c in line.split()[:2] or line == f":{c} - [0:0]"
-                                                     for c in NOT_RESTORE_DATA):
+        elif line.startswith("-I ") or _chain(line) in NOT_RESTORE_DATA:
             continue
-        out.append(line)
+        if keep:
+            out.append(line)
     return "\n".join(out) + "\n"
 
 
