@@ -45,13 +45,14 @@ def test_counters_are_created_per_namespace_and_ensure_is_idempotent(scratch: st
     assert "= ct_state_invalid_dropped_pkts;" in listed and "= localhost_nps_accepted_pkts;" in listed
 
 
-def test_upstream_overall_rules_with_nfacct_apply_and_read_back(scratch: str) -> None:
+@pytest.mark.parametrize("backend", ["nft", "legacy"])
+def test_upstream_overall_rules_with_nfacct_apply_and_read_back(scratch: str, backend: str) -> None:
     topo = load_topology(UPSTREAM)
     assert nfacct.uses_counters(topo)
     nfacct.ensure_counters(scratch)
     rs = iptables_rules(topo, "test-node")
-    netfilter.apply_and_verify(scratch, restore_text(rs), save_text(rs, "nft"), kube_proxy_chains(rs), "nft")
-    saved = netfilter.save(scratch, "nft", "filter")
+    netfilter.apply_and_verify(scratch, restore_text(rs), save_text(rs, backend), kube_proxy_chains(rs), backend)
+    saved = netfilter.save(scratch, backend, "filter")
     assert "-A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name  ct_state_invalid_dropped_pkts" \
            " -j DROP" in saved
 
