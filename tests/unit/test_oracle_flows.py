@@ -55,6 +55,13 @@ FLOWS = [
     Flow("DROP", UPSTREAM_EXTERNAL_CLIENT, "192.168.99.22", 80, "DROP", topology="upstream"),
     Flow("ACCEPT (NodePortHealthCheck)", UPSTREAM_NODE_IP, UPSTREAM_NODE_IP, 30000, "ACCEPT", topology="upstream"),
     Flow("REJECT", "10.0.0.2", "172.30.0.46", 80, "REJECT", topology="upstream"),
+    # the same services, beyond upstream's table: localhost NodePorts (through the nfacct twin rule)
+    Flow("localhost NodePort from the node", "127.0.0.1", "127.0.0.1", 3003, "10.180.0.3:80", masq=True,
+         topology="upstream", origin="local"),
+    Flow("LB IP from inside the source range", "203.0.113.7", "5.6.7.8", 80, "10.180.0.3:80", masq=True,
+         topology="upstream"),
+    Flow("LB IP from outside the source range", "203.0.113.200", "5.6.7.8", 80,
+         "DROP", topology="upstream"),
     # rich.yaml, iptables mode, newest release
     Flow("clusterIP from a pod: every endpoint, no mark", "10.244.0.3", "10.96.0.10", 80, WEB),
     Flow("clusterIP from outside the cluster CIDR is marked", "192.168.1.50", "10.96.0.10", 80, WEB, masq=True),
