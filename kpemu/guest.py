@@ -217,6 +217,12 @@ def send(requests: list[tuple[str, dict[str, Any]]], cold_root: Path, progress: 
     return "cold", cold(requests, cold_root, progress)
 
 
+def nfacct_supported() -> bool:
+    """Whether the guest kernel can create kube-proxy's nfacct counters (it has nfnetlink_acct and xt_nfacct)."""
+    k = vm.find_kernel()
+    return k is not None and {"nfnetlink_acct", "xt_nfacct"} <= vm.modules_in(k.moddir)
+
+
 def kernel_release() -> str:
     """The release the guest runs (the warm guest's, else the kernel a cold boot would use)."""
     st = warm_status()
@@ -242,12 +248,13 @@ def deploy_lab(topo: Any, source: str, progress: Progress = _quiet) -> dict[str,
     from kpemu.jobs.build import deploy_job, release_tuple
     from kpemu.jobs.verify import check_saved_rules
     from kpemu.kernel.netfilter import resolve_random_fully
+    from kpemu.kernel.nfacct import with_nfacct
     from kpemu.plan.fabric import plan_fabric
 
     if warm_status() is None:
         progress("no warm guest is up: starting one (it stays up for further commands; kpemu vm down stops it)")
         up(progress)
-    topo = resolve_random_fully(topo)
+    topo = with_nfacct(resolve_random_fully(topo), nfacct_supported)
     job = deploy_job(topo, plan_fabric(topo), release_tuple(kernel_release()), source)
     work, res = request("deploy", progress, job=job)
     if res["rc"] != 0:

@@ -35,10 +35,11 @@ def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabSta
     from kpemu.jobs.execute import deploy as execute
     from kpemu.jobs.verify import readback_problems
     from kpemu.kernel.netfilter import resolve_random_fully
+    from kpemu.kernel.nfacct import supported_here, with_nfacct
     from kpemu.plan.fabric import plan_fabric
 
     require_root()
-    topo = resolve_random_fully(topo)
+    topo = with_nfacct(resolve_random_fully(topo), supported_here)
     job = deploy_job(topo, plan or plan_fabric(topo), release_tuple(os.uname().release), source)
     state = execute(job)
     try:

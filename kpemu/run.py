@@ -179,11 +179,17 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
     )
 
 
-def resolved(sc: Scenario) -> Scenario:
-    """The scenario with what depends on this machine decided (randomFully from the iptables version)."""
+def resolved(sc: Scenario, runtime: str) -> Scenario:
+    """The scenario with what depends on the machine decided: randomFully from the iptables version,
+    nfacct from what the kernel of `runtime` (host or vm) can create."""
     from kpemu.kernel.netfilter import resolve_random_fully
+    from kpemu.kernel.nfacct import supported_here, with_nfacct
 
-    return replace(sc, topology=resolve_random_fully(sc.topology))
+    if runtime == "vm":
+        from kpemu.guest import nfacct_supported as supported
+    else:
+        supported = supported_here
+    return replace(sc, topology=with_nfacct(resolve_random_fully(sc.topology), supported))
 
 
 def scenario_job(sc: Scenario, trace: bool = True, kernel: str | None = None) -> dict[str, Any]:

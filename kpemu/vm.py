@@ -107,7 +107,7 @@ def cache_dir() -> Path:
 # ---------------------------------------------------------------- finding a kernel
 
 
-def _modules_in(moddir: Path) -> set[str]:
+def modules_in(moddir: Path) -> set[str]:
     """Module names available in a module tree: loadable (modules.dep or a walk) plus built in."""
     names: set[str] = set()
     dep = moddir / "modules.dep"
@@ -149,14 +149,14 @@ def _candidates() -> Iterator[GuestKernel]:
 def find_kernel() -> GuestKernel | None:
     """The first suitable guest kernel (cache first, then /boot): it has every REQUIRED_MODULE."""
     for k in _candidates():
-        if not set(REQUIRED_MODULES) - _modules_in(k.moddir):
+        if not set(REQUIRED_MODULES) - modules_in(k.moddir):
             return k
     return None
 
 
 def list_kernels() -> list[tuple[GuestKernel, list[str]]]:
     """Every kernel found, with the required modules it lacks (empty list: suitable)."""
-    return [(k, sorted(set(REQUIRED_MODULES) - _modules_in(k.moddir))) for k in _candidates()]
+    return [(k, sorted(set(REQUIRED_MODULES) - modules_in(k.moddir))) for k in _candidates()]
 
 
 # ---------------------------------------------------------------- getting a kernel
@@ -246,7 +246,7 @@ def setup(if_needed: bool = False) -> SetupResult:
         staging.rename(final)
     kernel = GuestKernel(kernel.version, final / "boot" / kernel.vmlinuz.name,
                          final / kernel.moddir.relative_to(staging), "cache")
-    missing = sorted(set(REQUIRED_MODULES) - _modules_in(kernel.moddir))
+    missing = sorted(set(REQUIRED_MODULES) - modules_in(kernel.moddir))
     if missing:
         raise EnvironmentProblem(f"{pkg} lacks modules {', '.join(missing)}",
                                  "set KPEMU_KERNEL_PACKAGE to a kernel package that has them")

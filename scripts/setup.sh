@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(iproute2 iptables ipset ipvsadm tcpdump conntrack ethtool nftables kmod procps
+DEBS=(iproute2 iptables ipset ipvsadm tcpdump conntrack ethtool nftables nfacct kmod procps
       python3-venv qemu-system-x86 busybox-static file chromium)
 missing=()
 for p in "${DEBS[@]}"; do

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kpemu.model.topology import Topology
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -25,7 +30,16 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
     topo = load_topology(args.file)
     print(render_rules(topo, args.node, args.format), end="")
+    _deprecation_notice(topo)
     return 0
+
+
+def _deprecation_notice(topo: Topology) -> None:
+    """What kube-proxy itself logs at startup for a deprecated mode (on stderr, not in the rules)."""
+    from kpemu.proxy.versions import IPVS_DEPRECATION, flavour_for
+
+    if topo.kubeProxy.mode == "ipvs" and flavour_for(topo.kubeProxy).ipvs_deprecated:
+        print(f"kube-proxy {topo.kubeProxy.version} logs at startup: {IPVS_DEPRECATION}", file=sys.stderr)
 
 
 def cmd_graph(args: argparse.Namespace) -> int:

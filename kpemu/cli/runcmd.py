@@ -23,7 +23,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError("kpemu run: --compare-modes runs both modes itself; it does not combine with "
                          "--proxy-mode, --update-goldens or --json")
     # every file valid before anything is built
-    scenarios = [resolved(load_scenario(f, args.proxy_mode)) for f in args.scenarios]
+    scenarios = [load_scenario(f, args.proxy_mode) for f in args.scenarios]
     names = [sc.name for sc in scenarios]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
@@ -34,6 +34,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return max(_compare_modes(args, f, console, out_dir_for(args.out, sc.name, several))
                    for f, sc in zip(args.scenarios, scenarios, strict=True))
     decisions = choose_runtimes(args.runtime, scenarios)
+    scenarios = [resolved(sc, rt) for sc, (rt, _) in zip(scenarios, decisions, strict=True)]
     worst, results = 0, []
     in_vm = [sc for sc, (rt, _) in zip(scenarios, decisions, strict=True) if rt == "vm"]
     if in_vm:
@@ -82,8 +83,9 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
     from kpemu.report.terminal import print_summary
     from kpemu.run import choose_runtimes, resolved, run_in_guest, run_scenario
 
-    variants = [resolved(load_scenario(file, m)) for m in MODES]
+    variants = [load_scenario(file, m) for m in MODES]
     decisions = choose_runtimes(args.runtime, variants)
+    variants = [resolved(sc, rt) for sc, (rt, _) in zip(variants, decisions, strict=True)]
     notes: dict[str, str] = {}
     rcs: dict[str, int] = {}
     for m in MODES:

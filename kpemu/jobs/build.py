@@ -74,10 +74,11 @@ def proxy_steps(topo: Topology, node: str, ns: str, kernel: tuple[int, int]) -> 
             {"node": node, "kind": "ipvs", "expected": state.ipvsadm_text()},
         ]
         return steps, expected
-    from kpemu.proxy.iptables import iptables_rules, kube_proxy_chains, restore_text
+    from kpemu.proxy.iptables import iptables_rules, kube_proxy_chains, restore_text, uses_nfacct
 
     rs = iptables_rules(topo, node)
-    steps = [_restore(f"{node}: kube-proxy rules", ns, restore_text(rs), backend)]
+    steps = [Step("nfacct", f"{node}: kube-proxy's nfacct counters", ns)] if uses_nfacct(topo) else []
+    steps.append(_restore(f"{node}: kube-proxy rules", ns, restore_text(rs), backend))
     if needs_route_localnet(topo):
         steps += sysctl_steps(f"{node}: route_localnet", [Sysctl(ns, "net/ipv4/conf/all/route_localnet", "1")])
     return steps, [{"node": node, "kind": "iptables", "expected": save_text(rs, backend),

@@ -33,7 +33,7 @@ from typing import Any
 from kpemu.capture import snapshot
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
 from kpemu.errors import ApplyError, EnvironmentProblem
-from kpemu.kernel import counters
+from kpemu.kernel import counters, nfacct
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.labstate import LabState, state_path
 from kpemu.kernel.trace import FlowMatch, start_tracing
@@ -103,6 +103,8 @@ def run_step(step: dict[str, Any]) -> None:
                 write_sysctls(step["sysctls"])
             elif step["kind"] == "txcsum-off":
                 tx_checksum_off(step["devices"])
+            elif step["kind"] == "nfacct":
+                nfacct.ensure_counters(ns)
             else:
                 res = subprocess.run(step["argv"], input=step["input"], capture_output=True, text=True,
                                      check=False)
@@ -123,7 +125,8 @@ def _failure(step: dict[str, Any], stderr: str) -> str:
     if "kube-ipvs0" in (step["input"] or "") and "Unknown device type" in text:
         raise EnvironmentProblem("this kernel has no dummy device (module dummy), which IPVS mode needs",
                                  "run with --runtime vm (a guest kernel with dummy and ip_vs)")
-    return f"{' '.join(step['argv'][:2])} failed: {text[-400:]}"
+    hint = f"\n  {nfacct.XT_NFACCT_HINT}" if "nfacct" in text else ""
+    return f"{' '.join(step['argv'][:2])} failed: {text[-400:]}{hint}"
 
 
 def deploy(job: dict[str, Any], progress: Progress = _quiet) -> LabState:

@@ -278,6 +278,7 @@ class _Prober:
         for m, args in MATCHES.items():
             ok, err = _run(["iptables", "-w", "-A", "KP-PROBE-D", *args, "-j", "RETURN"], self.ns)
             self.add(f"match:{m}", ok, f"iptables -m {m}", err)
+        self.nfacct()
         ok, err = _run(["iptables", "-w", "-t", "raw", "-A", "PREROUTING", "-p", "tcp",
                         "--dport", "9", "-j", "TRACE"], self.ns)
         self.add("TRACE", ok, "iptables -t raw -j TRACE", err)
@@ -289,6 +290,18 @@ class _Prober:
         ok, err = _run(["cat", "/proc/sys/net/bridge/bridge-nf-call-iptables"], self.ns)
         self.add("br_netfilter", ok, "/proc/sys/net/bridge/bridge-nf-call-iptables in the netns",
                  "br_netfilter not loaded" if not ok else "")
+
+    def nfacct(self) -> None:
+        """kube-proxy's nfacct counters (iptables mode 1.30+): nfnetlink_acct creates them, xt_nfacct
+        matches them; a kernel with the first and not the second fails kube-proxy's iptables-restore."""
+        if shutil.which("nfacct"):
+            ok, err = _run(["nfacct", "add", "kp-probe"], self.ns)
+        else:
+            ok, err = False, "nfacct tool not found"
+        self.add("nfacct", ok, "nfacct add (nfnetlink_acct)", err)
+        ok, err = (_run(["iptables", "-w", "-A", "KP-PROBE-D", "-m", "nfacct", "--nfacct-name", "kp-probe",
+                         "-j", "RETURN"], self.ns) if ok else (False, "no nfacct counter to match"))
+        self.add("match:nfacct", ok, "iptables -m nfacct (xt_nfacct)", err)
 
 
 def probe(kvm: bool = True) -> Capabilities:

@@ -18,7 +18,7 @@ LabName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")]
 IPv4 = Annotated[str, Field(description="an IPv4 address such as 10.246.198.17")]
 CIDR = Annotated[str, Field(description="an IPv4 network such as 10.244.0.0/16")]
 
-OLDEST_MINOR, NEWEST_MINOR = 10, 33  # kube-proxy releases 1.10 .. 1.33 are modelled
+OLDEST_MINOR, NEWEST_MINOR = 10, 37  # kube-proxy releases 1.10 .. 1.37 are modelled (see proxy/versions.py)
 NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
 
 
@@ -53,6 +53,9 @@ class KubeProxy(Strict):
     nodePortAddresses: list[CIDR] = Field(default_factory=list)
     localhostNodePorts: bool = True
     randomFully: bool | None = None  # None: what the node's iptables supports
+    # iptables mode 1.30+: nfacct counters on the INVALID drop / localhost NodePorts. None is kube-proxy's
+    # own behaviour: use them when the node's kernel lets it create them (offline: assume it can).
+    nfacct: bool | None = None
     scheduler: Literal["rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"] = "rr"
     nodePortRange: str = "30000-32767"
     backend: Literal["nft", "legacy"] = "nft"  # which iptables binary programs the node
@@ -63,7 +66,7 @@ class KubeProxy(Strict):
         v = str(v)
         parts = v.lstrip("v").split(".")
         if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]) or parts[0] != "1":
-            raise ValueError(f"expected a kube-proxy release such as \"1.18\" or \"1.33\", got {v!r}")
+            raise ValueError(f"expected a kube-proxy release such as \"1.18\" or \"1.37\", got {v!r}")
         return f"1.{int(parts[1])}"
 
     @field_validator("clusterCIDR")

@@ -16,7 +16,7 @@ from typing import Literal
 
 from kpemu.plan.types import Plan, Route, Sysctl
 
-StepKind = Literal["run", "sysctl", "txcsum-off"]
+StepKind = Literal["run", "sysctl", "txcsum-off", "nfacct"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Step:
     """One kernel operation, run in namespace `ns` (None: where the executor runs).
 
     kind "run": `argv` with `input` on stdin; "sysctl": write `sysctls` (key, value, optional);
-    "txcsum-off": turn TX checksum offload off on `devices`.
+    "txcsum-off": turn TX checksum offload off on `devices`; "nfacct": create kube-proxy's nfacct counters.
     """
 
     kind: StepKind

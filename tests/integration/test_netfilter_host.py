@@ -58,7 +58,7 @@ def test_flannel_nodes(scratch: str, node: str) -> None:
     _apply(scratch, load_topology(TOPOLOGIES / "flannel-vxlan.yaml"), node)
 
 
-@pytest.mark.parametrize("version", ["1.10", "1.14", "1.20", "1.23", "1.26", "1.33"])
+@pytest.mark.parametrize("version", ["1.10", "1.14", "1.20", "1.23", "1.26", "1.33", "1.37"])
 def test_rich_rule_set_across_releases(scratch: str, version: str) -> None:
     topo = _with(load_topology(ROOT / "tests" / "data" / "rich.yaml"), version=version)
     _apply(scratch, topo, "node2")

@@ -54,6 +54,8 @@ def test_nodeport_ipvs_is_explained_and_the_oracle_agrees(nodeport_ipvs: tuple[d
     snat = [ch for h in f["hops"] for ch in h["changed_by"] if ch["kind"] == "SNAT"]
     assert snat and any(b.startswith("MASQUERADE in KUBE-POSTROUTING") for b in snat[0]["by"]), snat
     assert "KUBE-NODE-PORT" in f["chains"]["node1"] and "KUBE-MARK-MASQ" in f["chains"]["node1"], f["chains"]
+    by = [b for c in f["connections"] for h in c["hops"] for ch in h["changed_by"] for b in ch["by"]]
+    assert any(b.startswith("KUBE-MARK-MASQ from ") for b in by), by  # the trace attributes the mark
     assert f["oracle"]["agree"] is True and f["oracle"]["checked"] >= 1, f["oracle"]
     hooks = f["hooks"]["node1"]["text"]
     assert hooks.startswith("PREROUTING") and "INPUT" in hooks, hooks  # IPVS acts at LOCAL_IN
