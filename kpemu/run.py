@@ -124,7 +124,7 @@ def prepare_out(out: Path) -> None:
     """Empty the run directory's generated parts (keeps anything else a user put there)."""
     for sub in ("pcaps", "capture", "rules", "trace"):
         shutil.rmtree(out / sub, ignore_errors=True)
-    for f in ("report.md", "hops.json", "report.html", "report.png", COLLECTED):
+    for f in ("report.md", "hops.json", "report.html", "report.png", "run.pcapng", COLLECTED):
         (out / f).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -207,11 +207,13 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
             runtime: str, reason: str, kernel: str) -> Analysis:
     """Ledger, attribution, oracle, checks and hops.json from the run's files (pure apart from reading them)."""
     from kpemu.capture.pcap import read_pcap
+    from kpemu.report.pcapng import write_run_pcapngs
 
     infos = point_infos(plan, col.points)
+    files = {point_name(i): out / "pcaps" / f"{capture_file_stem(i)}.pcap" for i in col.points}
     packets = []
-    for i in col.points:
-        packets += read_pcap(out / "pcaps" / f"{capture_file_stem(i)}.pcap", point_name(i))
+    for point, path in files.items():
+        packets += read_pcap(path, point)
     conntrack = {m: parse_conntrack(t) for m, t in col.conntrack.items()}
     ipvs = {n: parse_ipvs_connections(t) for n, t in col.ipvs.items()}
     texts = {}
@@ -230,6 +232,7 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
         explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
                                              texts, ipvs_services)
         ledgers.append(fl)
+    write_run_pcapngs(out, infos, files, ledgers, packets)
     by_name = {fl.name: fl for fl in ledgers}
     checks: list[Check] = []
     ports = fixed_ports(sc.topology)
