@@ -333,8 +333,16 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], a.ledgers, a.checks,
                                                    seconds, flows_json=hops["flows"], mode=hops["mode"]))
-    (out / "report.html").write_text(render_html(hops, sc.topology, a.details))
+    (out / "report.html").write_text(render_html(hops, sc.topology, a.details, files=run_files(out)))
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
+
+
+def run_files(out: Path) -> list[str]:
+    """The files of a run directory the report links to, relative to it."""
+    subs = sorted(str(p.relative_to(out)) for d in ("pcaps", "capture", "rules", "trace")
+                  for p in (out / d).glob("*") if p.is_file())
+    top = [f for f in ("run.pcapng", "hops.json", "report.md") if (out / f).is_file()]
+    return top + subs
 
 
 def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",

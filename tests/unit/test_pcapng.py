@@ -11,7 +11,8 @@ from scapy.utils import PcapNgReader, rdpcap, wrpcap
 
 from kpemu.analyse.ledger import build_flow_ledger
 from kpemu.capture.pcap import read_pcap
-from kpemu.report.pcapng import RUN_PCAPNG, commands, flow_pcapng, write_run_pcapngs
+from kpemu.report.pcapng import write_run_pcapngs
+from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
 from tests.unit.test_ledger import CLIENT, MARK, NODE, nat_captures
 
 
@@ -55,3 +56,9 @@ def test_commands_filter_one_connection_and_decode_vxlan() -> None:
                       "-Y 'frame.comment contains \"[np#2] hop\"' -T fields -e frame.number -e frame.interface_name "
                       "-e frame.comment")
     assert wireshark.startswith("wireshark -r run.pcapng -d udp.port==8472,vxlan")
+
+
+def test_markdown_cells_keep_one_line_per_row() -> None:
+    from kpemu.report.markdown import _md_row
+
+    assert _md_row(["a|b", "seen\n--- x\n+++ y"]) == "| a\\|b | seen<br>--- x<br>+++ y |"
