@@ -210,10 +210,11 @@ def _flow(flow: Mapping, details: Mapping[int, Mapping] | None, files: set[str])
         summary += f"; answered by {', '.join(flow['backends'])}"
     out.append(f"<p>{_e(summary)}</p>")
     rep = next((c for c in conns if c.get("hops")), None)
-    if rep is not None:
-        out.append(f"<h3>Hops of connection {_esc(rep.get('index'))}</h3><p>marker <code>{_esc(rep.get('marker'))}"
-                   f"</code>, outcome {_esc(rep.get('outcome'))}"
-                   + (f", backend {_esc(rep.get('backend'))}" if rep.get("backend") else "") + "</p>")
+    if flow.get("hops"):
+        if rep is not None:
+            out.append(f"<h3>Hops of connection {_esc(rep.get('index'))}</h3><p>marker <code>"
+                       f"{_esc(rep.get('marker'))}</code>, outcome {_esc(rep.get('outcome'))}"
+                       + (f", backend {_esc(rep.get('backend'))}" if rep.get("backend") else "") + "</p>")
         out.append(_hop_table(flow, details, files))
         out.append(_wireshark(flow, files))
     else:
