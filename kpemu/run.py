@@ -14,7 +14,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,11 @@ from kpemu.traffic.runner import FlowResult, run_flow, start_servers
 # and a burst of back-to-back connections can overflow its netlink socket (it then exits).
 TRACE_GAP = float(os.environ.get("KPEMU_TRACE_GAP", "0.02"))
 COLLECTED = "collected.json"  # what the kernel half of a run hands to the analysis half
+Progress = Callable[[str], None]  # told what a run is doing now (the CLI shows it)
+
+
+def _quiet(msg: str) -> None:
+    pass
 
 
 @dataclass
@@ -149,7 +154,8 @@ def _traced_flow(sc: Scenario, flow: ResolvedFlow, nodes: dict[str, str], member
     return result, data
 
 
-def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bool = True) -> Collected:
+def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bool = True,
+             progress: Progress = _quiet) -> Collected:
     """Servers, captures, flows (traced unless `trace` is False), kernel state; stops what it started."""
     topo = sc.topology
     col = Collected(points=capture_points(plan, topo, sc.flows))
@@ -158,14 +164,17 @@ def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bo
     servers = []
     caps = []
     try:
+        progress(f"starting servers and {len(col.points)} captures")
         servers = start_servers(topo, state.members)
         caps = start_captures(col.points, out / "pcaps")
-        for flow in sc.flows:
+        for n, flow in enumerate(sc.flows, start=1):
+            progress(f"flow {flow.flow.name} ({n}/{len(sc.flows)})" + (", traced" if trace else ""))
             if trace:
                 col.results[flow.flow.name], col.traces[flow.flow.name] = _traced_flow(
                     sc, flow, nodes, state.members, out)
             else:
                 col.results[flow.flow.name] = run_flow(flow, state.members)
+        progress("collecting conntrack and IPVS state")
         time.sleep(sc.spec.settle)
         nat_members = list(nodes) + [e.name for e in topo.externals if e.role == "loadbalancer"]
         for m in nat_members:
@@ -291,7 +300,7 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
     )
 
 
-def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
+def collect_scenario(sc: Scenario, out: Path, trace: bool = True, progress: Progress = _quiet) -> float:
     """The kernel half of a run: deploy, serve, capture, send, snapshot, destroy (always).
 
     Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`; returns its seconds. In the
@@ -302,10 +311,12 @@ def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
     prepare_out(out)
     plan = plan_fabric(sc.topology)
     with sigterm_as_interrupt():
+        progress(f"deploying lab {sc.topology.name}")
         state = lab.deploy(sc.topology, source=str(sc.path), plan=plan)
         try:
-            col = _traffic(sc, plan, state, out, trace)
+            col = _traffic(sc, plan, state, out, trace, progress)
         finally:
+            progress(f"destroying lab {sc.topology.name}")
             with signals_blocked():
                 lab.destroy(state.lab)
     seconds = time.perf_counter() - started
@@ -315,7 +326,7 @@ def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
 
 
 def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
-                     reason: str = "") -> RunResult:
+                     reason: str = "", progress: Progress = _quiet) -> RunResult:
     """The pure half of a run, from the files `collect_scenario` left in `out`: ledger, attribution,
     oracle, checks; writes hops.json, report.md and report.html."""
     started = time.perf_counter()
@@ -324,6 +335,7 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
         raise EnvironmentProblem(f"{sc.name}: the run left no {path} (the collection did not finish)",
                                  f"see {out / 'guest'} for the guest's logs" if runtime == "vm" else "")
     data = json.loads(path.read_text())
+    progress(f"analysing {sc.name}: ledger, pcapng, attribution, oracle, reports")
     a = analyse(sc, plan_fabric(sc.topology), collected_from_json(data), out, update_goldens, runtime, reason,
                 data["kernel"])
     hops = a.hops
@@ -346,12 +358,12 @@ def run_files(out: Path) -> list[str]:
 
 
 def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
-                 reason: str = "", trace: bool = True) -> RunResult:
+                 reason: str = "", trace: bool = True, progress: Progress = _quiet) -> RunResult:
     """Run one scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/, rules/, trace/."""
     warm = _warm_scapy()
-    collect_scenario(sc, out, trace)
+    collect_scenario(sc, out, trace, progress)
     warm.join(timeout=10)
-    return analyse_scenario(sc, out, update_goldens, runtime, reason)
+    return analyse_scenario(sc, out, update_goldens, runtime, reason, progress)
 
 
 def out_dir_for(out: str | None, name: str, several: bool) -> Path:

@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(iproute2 iptables ipset ipvsadm tcpdump conntrack ethtool nftables kmod procps
-      python3-venv qemu-system-x86 busybox-static file chromium tshark)
+# The package list lives in kpemu/system.py (standard library only), which `kpemu setup` uses too.
+mapfile -t DEBS < <(python3 kpemu/system.py)
 missing=()
 for p in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,8 +13,8 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  # wireshark-common asks whether non-root users may capture: no (kpemu captures with tcpdump as root)
-  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  # wireshark-common asks whether non-root users may capture: answered no
+  python3 kpemu/system.py debconf | debconf-set-selections
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

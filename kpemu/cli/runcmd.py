@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpemu.cli.base import human_console
+from kpemu.cli.base import add_command, human_console, progress
 from kpemu.errors import InputError, KpemuError
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json):
         raise InputError("kpemu run: --compare-modes runs both modes itself; it does not combine with "
                          "--proxy-mode, --update-goldens or --json")
+    from kpemu.examples import resolve
+
+    args.scenarios = [str(resolve(f)) for f in args.scenarios]  # example:NAME -> the shipped file
     # every file valid before anything is built
     scenarios = [load_scenario(f, args.proxy_mode) for f in args.scenarios]
     names = [sc.name for sc in scenarios]
@@ -46,7 +49,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     decisions = choose_runtimes(args.runtime, scenarios)
     if args.collect_only:
         for sc in scenarios:
-            seconds = collect_scenario(sc, out_dir_for(args.out, sc.name, several), args.trace)
+            with progress(console) as step:
+                seconds = collect_scenario(sc, out_dir_for(args.out, sc.name, several), args.trace, step)
             console.print(f"collected {sc.name} in {seconds:.1f}s")
         return 0
     worst, results = 0, []
@@ -65,16 +69,18 @@ def cmd_run(args: argparse.Namespace) -> int:
                              progress=lambda m: console.print(f"vm: {m}"))
         for _, sc in in_vm:
             try:
-                results.append(analyse_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens,
-                                                "vm", reason))
+                with progress(console) as step:
+                    results.append(analyse_scenario(sc, out_dir_for(args.out, sc.name, several),
+                                                    args.update_goldens, "vm", reason, step))
             except KpemuError as e:
                 console.print(f"{sc.name}: {e}")
                 worst = max(worst, e.exit_code)
     for sc, (rt, reason) in zip(scenarios, decisions, strict=True):
         if rt == "host":
             console.print(f"runtime: host for {sc.name} ({reason})")
-            results.append(run_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens, rt,
-                                        reason, trace=args.trace))
+            with progress(console) as step:
+                results.append(run_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens, rt,
+                                            reason, trace=args.trace, progress=step))
     reports = []
     for res in results:
         for p in res.goldens_written[:1]:
@@ -135,7 +141,8 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
         if rt != "host":
             continue
         console.print(f"runtime: host for {sc.name} in {m} mode, lab {sc.topology.name} ({reason})")
-        res = run_scenario(sc, base / m, False, rt, reason, trace=args.trace)
+        with progress(console) as step:
+            res = run_scenario(sc, base / m, False, rt, reason, trace=args.trace, progress=step)
         print_summary(console, f"{sc.name} [{m}]", res.ledgers, res.checks, res.seconds, str(res.out_dir),
                       res.hops.get("flows"))
         rcs[m] = res.exit_code
@@ -156,8 +163,14 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    s = sub.add_parser("run", help="deploy, send traffic, capture every hop, explain, check, destroy (root)")
-    s.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+    s = add_command(sub, "run", "deploy, send traffic, capture every hop, explain, check, destroy (root)",
+                    ["sudo kpemu run example:nodeport-iptables",
+                     "sudo kpemu run scenarios/*.yaml --out runs          # each into runs/<name>",
+                     "sudo kpemu run example:nodeport-ipvs --runtime vm --json > hops.json",
+                     "sudo kpemu run example:clusterip-vxlan --compare-modes --out runs/compare"],
+                    description="deploy, send traffic, capture every hop, explain, check, destroy (root). Writes "
+                                "report.md, report.html, hops.json, run.pcapng and pcaps/, capture/, rules/, trace/.")
+    s.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="a YAML file, or example:NAME (see kpemu examples)")
     s.add_argument("--runtime", choices=["auto", "host", "vm"], default=None,
                    help="where to run: this kernel, the guest kernel, or whichever can (default auto)")
     s.add_argument("--out", default=None, help="output directory (default runs/<name>; with several "
