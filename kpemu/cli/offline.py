@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from kpemu.cli.base import add_command, add_output, emit
@@ -29,14 +30,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     results = [_check_file(f) for f in args.files]
 
     def table(rs: list[dict[str, Any]]) -> str:
-        lines = []
+        """Valid files on stdout; every problem on stderr, one line each (file: field: what was expected)."""
         for r in rs:
-            lines.append(f"{r['file']}: ok ({r['kind']})" if r["ok"] else f"{r['file']}: {len(r['problems'])} "
-                         "problem(s)")
-            lines += [f"  {Problem(p['file'], p['field'], p['message'])}" for p in r["problems"]]
-        bad = sum(not r["ok"] for r in rs)
-        lines.append(f"{len(rs) - bad} of {len(rs)} file(s) valid")
-        return "\n".join(lines)
+            if r["ok"]:
+                print(f"{r['file']}: ok ({r['kind']})")
+            for p in r["problems"]:
+                print(Problem(p["file"], p["field"], p["message"]), file=sys.stderr)
+        return f"{sum(r['ok'] for r in rs)} of {len(rs)} file(s) valid"
 
     emit(args, results, table)
     return 2 if any(not r["ok"] for r in results) else 0

@@ -20,7 +20,10 @@ REPORTING = [["validate", "x.yaml"], ["rules", "t.yaml", "--node", "n"], ["docto
              ["graph", "t.yaml"], ["runs"], ["examples"], ["schema", "topology"]]
 
 
-def _subparsers(p: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+Sub = tuple[tuple[str, ...], argparse.ArgumentParser]
+
+
+def _subparsers(p: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[Sub]:
     out = []
     for a in p._actions:
         if isinstance(a, argparse._SubParsersAction):
