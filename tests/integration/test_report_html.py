@@ -4,7 +4,9 @@ shipped scenario no text is clipped, cut or spills out of its box (clip_check.js
 page). A screenshot of each is kept in runs/report-html/<scenario>/report.png.
 
 The reports are rendered from tests/data/reports/<scenario>.json.gz: real runs' hops.json (each flow
-trimmed to its first three connections); the IPVS scenarios' from guest runs.
+trimmed to its first three connections; `python scripts/report_fixture.py runs/<name>` writes one).
+nodeport-ipvs's is a guest run's; hairpin-ipvs's and nodeport-ipvs-remote's are that run's data under
+their own scenario and flow names (same shape, until guest runs of those replace them).
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def test_report_html_renders_with_hop_table_and_diagram() -> None:
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_scenario_report_has_no_clipped_text(name: str) -> None:
     data = DATA / f"{name}.json.gz"
-    assert data.is_file(), f"no saved run for {name}: add {data.relative_to(ROOT)} (see this module's docstring)"
+    assert data.is_file(), f"no saved run of {name}: python scripts/report_fixture.py runs/{name}"
     hops = json.loads(gzip.decompress(data.read_bytes()))
     run = ROOT / "runs" / "report-html" / name
     run.mkdir(parents=True, exist_ok=True)
