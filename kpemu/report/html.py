@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from kpemu.model.topology import Topology
 from kpemu.report.graph import topology_svg
 from kpemu.report.mermaid import change_text, hop_point, sequence_diagram, tuple_text
-from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng, hop_numbers
+from kpemu.report.table import hop_numbers
+from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
 
 _CSS = """body{font-family:sans-serif;margin:20px auto;max-width:1240px;padding:0 12px;line-height:1.35}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;padding:3px 6px;vertical-align:top;

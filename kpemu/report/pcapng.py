@@ -15,7 +15,8 @@ from pathlib import Path
 from kpemu.analyse.ledger import ConnLedger, FlowLedger, Hop, PointInfo
 from kpemu.capture.pcap import Pkt
 from kpemu.capture.pcapng import Frame, read_frames, write_pcapng
-from kpemu.report.wireshark import RUN_PCAPNG, conn_tag, flow_pcapng, hop_numbers
+from kpemu.report.table import hop_numbers
+from kpemu.report.wireshark import RUN_PCAPNG, conn_tag, flow_pcapng
 
 
 @dataclass

@@ -1,12 +1,10 @@
 """How a user opens a run in Wireshark or tshark (pure): file names, one connection's display filter,
-the decode-as VXLAN needs, hop numbers as the reports and the pcapng comments give them."""
+the decode-as VXLAN needs, the options that keep Wireshark from misreading hops as retransmissions."""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Mapping
 
-from kpemu.analyse.ledger import Hop
 from kpemu.capture.pcap import VXLAN_PORTS
 
 RUN_PCAPNG = "run.pcapng"
@@ -20,17 +18,6 @@ def flow_pcapng(flow: str) -> str:
 def conn_tag(flow: str, conn: int) -> str:
     """The comment prefix that names one connection: `[flow#conn]`."""
     return f"[{flow}#{conn}]"
-
-
-def hop_numbers(hops: Iterable[Hop | Mapping]) -> list[str]:
-    """Request hops numbered 1.., reply hops r1.. (as in the reports' hop tables)."""
-    n = {"request": 0, "reply": 0}
-    out = []
-    for h in hops:
-        d = h.direction if isinstance(h, Hop) else str(h.get("direction"))
-        n[d] = n.get(d, 0) + 1
-        out.append(f"{n[d]}" if d != "reply" else f"r{n[d]}")
-    return out
 
 
 def display_filter(flow: str, conn: int) -> str:

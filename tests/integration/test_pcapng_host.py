@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from kpemu.kernel.netns import list_netns
-from kpemu.report.wireshark import RUN_PCAPNG, flow_pcapng, hop_numbers, open_options, tshark_argv
+from kpemu.report.table import hop_numbers
+from kpemu.report.wireshark import RUN_PCAPNG, flow_pcapng, open_options, tshark_argv
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
