@@ -46,22 +46,20 @@ def _browser(args: list[str]) -> subprocess.CompletedProcess[str]:
                               text=True, timeout=120)
 
 
-def _clip_problems(page: Path) -> tuple[list[str], str]:
-    """Render `page` with clip_check.js added; (the problems it found, the dumped DOM)."""
+def _render(page: Path) -> tuple[list[str], str]:
+    """Render `page` with clip_check.js added, keep its screenshot beside it as report.png; (the
+    problems clip_check.js found, the dumped DOM)."""
     checked = page.with_name("clip-check.html")
     checked.write_text(page.read_text().replace("</body>", f"<script>{CHECK}</script></body>"))
-    dom = _browser(["--dump-dom", checked.resolve().as_uri()])
+    shot = page.with_name("report.png")
+    res = _browser([f"--screenshot={shot}", "--dump-dom", checked.resolve().as_uri()])
     checked.unlink()
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    found = re.findall(r'<pre id="clip-check">(.*?)</pre>', dom.stdout, re.S)  # the last: the script's own text
-    assert found, "clip_check.js did not run: " + dom.stderr[-2000:]
-    return json.loads(html.unescape(found[-1])), dom.stdout
-
-
-def _screenshot(page: Path) -> None:
-    shot = _browser([f"--screenshot={page.with_name('report.png')}", page.resolve().as_uri()])
-    assert page.with_name("report.png").stat().st_size > 10_000, shot.stderr[-2000:]
-    assert "Uncaught" not in shot.stderr and "CONSOLE" not in shot.stderr, shot.stderr[-2000:]
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert shot.stat().st_size > 10_000, res.stderr[-2000:]
+    assert "Uncaught" not in res.stderr and "CONSOLE" not in res.stderr, res.stderr[-2000:]
+    found = re.findall(r'<pre id="clip-check">(.*?)</pre>', res.stdout, re.S)
+    assert found, "clip_check.js did not run: " + res.stderr[-2000:]
+    return json.loads(html.unescape(found[-1])), res.stdout
 
 
 def test_report_html_renders_with_hop_table_and_diagram() -> None:
@@ -72,8 +70,7 @@ def test_report_html_renders_with_hop_table_and_diagram() -> None:
     page = run / "report.html"
     page.write_text(render_html(hops, load_topology(TOPOLOGIES / "flannel-vxlan.yaml"),
                                 {"np": {1: {"rules": ["nat -A KUBE-SEP-THCUGE4PYEGQIHCR ... -j DNAT"]}}}))
-    _screenshot(page)
-    problems, dom = _clip_problems(page)
+    problems, dom = _render(page)
     assert problems == []
     assert '<table class="hops">' in dom and dom.count("<tr>") >= 4
     assert '<svg xmlns="http://www.w3.org/2000/svg" class="sequence"' in dom
@@ -93,8 +90,7 @@ def test_shipped_scenario_report_has_no_clipped_text(name: str) -> None:
     files = ["run.pcapng", "hops.json", "report.md", *(f"pcaps/flow-{f['name']}.pcapng" for f in hops["flows"])]
     page = run / "report.html"
     page.write_text(render_html(hops, sc.topology, files=files))
-    _screenshot(page)
-    problems, dom = _clip_problems(page)
+    problems, dom = _render(page)
     assert problems == [], "\n".join(problems)
     # everything report.md has, and the way into Wireshark
     for f in hops["flows"]:
