@@ -87,6 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             console.print(f"goldens rewritten in {p.parent}")
         print_summary(console, res.name, res.ledgers, res.checks, res.seconds, str(res.out_dir),
                       res.hops.get("flows"))
+        console.print(f"  open {res.out_dir / 'report.html'}; every hop in Wireshark: {res.out_dir / 'run.pcapng'} "
+                      "(report.md has the tshark command)", highlight=False, markup=False)
         reports.append(res.hops)
         worst = max(worst, res.exit_code)
     if args.json:
