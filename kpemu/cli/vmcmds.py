@@ -15,17 +15,15 @@ def feature_status(f: object) -> str:
     return "ok" if f.ok else ("not probed" if f.how == "not probed" else "missing")
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from kpemu.kernel.probe import CNIS, PROXY_MODES, can_run, probe
+def doctor_data(caps: object) -> dict:
+    """What `doctor` reports: every feature ok / missing / not probed, and per CNI x mode where it runs."""
+    from kpemu.kernel.probe import CNIS, PROXY_MODES, can_run
 
-    caps = probe()
-    vm_ready = caps.has("tool:qemu-system-x86_64") and caps.has("tool:vng")
     runs = {}
     for c in CNIS:
         for m in PROXY_MODES:
             ok, missing = can_run(caps, c, m)
-            unprobed = [n for n in missing if feature_status(caps.features.get(n)) == "not probed"
-                        ] if not ok else []
+            unprobed = [n for n in missing if n in caps.features and feature_status(caps.features[n]) == "not probed"]
             lacks = [n for n in missing if n not in unprobed]
             runtime = "host" if ok else ("unknown" if unprobed and not lacks else "vm")
             runs[f"{c}/{m}"] = {"host": ok, "runtime": runtime, "missing": lacks, "not_probed": unprobed}
@@ -33,8 +31,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for name, f in data["features"].items():
         f["status"] = feature_status(caps.features[name])
     data["runs"] = runs
-    data["vm_ready"] = vm_ready
-    emit(args, data, lambda d: _doctor_table(caps, d))
+    data["vm_ready"] = caps.has("tool:qemu-system-x86_64") and caps.has("tool:vng")
+    return data
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from kpemu.kernel.probe import probe
+
+    caps = probe()
+    emit(args, doctor_data(caps), lambda d: _doctor_table(caps, d))
     return 0
 
 

@@ -110,3 +110,19 @@ def test_progress_is_plain_lines_when_not_a_terminal() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     lines = out.splitlines()
     assert len(lines) == 2 and lines[0].endswith("] deploying lab x") and lines[1].endswith("] flow f (1/1)")
+
+
+def test_doctor_says_not_probed_rather_than_missing() -> None:
+    from kpemu.cli.vmcmds import doctor_data
+    from kpemu.kernel.probe import Capabilities, Feature, requirements
+
+    caps = Capabilities(kernel="test", root=False)
+    for name in requirements("calico-ipip", "ipvs"):
+        caps.features[name] = Feature(name, False, "not probed", "needs root (network namespace)")
+    caps.features["vxlan"] = Feature("vxlan", False, "ip link add type vxlan", "Operation not supported")
+    data = doctor_data(caps)
+    assert {f["status"] for n, f in data["features"].items() if n != "vxlan"} == {"not probed"}
+    assert data["features"]["vxlan"]["status"] == "missing"
+    run = data["runs"]["calico-ipip/ipvs"]
+    assert run["runtime"] == "unknown" and run["missing"] == [] and "ip_vs" in run["not_probed"]
+    assert "vxlan" in data["runs"]["flannel-vxlan/iptables"]["missing"]
