@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The package list lives in kpemu/system.py (standard library only), which `kpemu setup` uses too.
+if ! command -v python3 >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >/dev/null
+fi
 mapfile -t DEBS < <(python3 kpemu/system.py)
 missing=()
 for p in "${DEBS[@]}"; do
