@@ -27,7 +27,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, virtme_ng, pytest' 2>/dev/null \
+if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, argcomplete, virtme_ng, pytest' 2>/dev/null \
    || [ pyproject.toml -nt .venv/.kpemu-setup-done ]; then
   echo "setup: installing kpemu (editable) and its Python dependencies into .venv"
   .venv/bin/pip install -q --upgrade pip >/dev/null
