@@ -4,8 +4,10 @@ decoded on flannel's port."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -54,5 +56,11 @@ def test_tshark_follows_one_connection_hop_by_hop(tmp_path: Path) -> None:
     # the flow's own pcapng holds the same hops under their flow_frame numbers
     rows = _tshark(tshark_argv(flow_pcapng(flow["name"]), flow["name"], conn["index"]), tmp_path)
     assert [int(r[0]) for r in rows] == [h["flow_frame"] for h in hops]
+    # the reports print that command for each flow's first followed connection
+    md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
+    for f in data["flows"]:
+        rep = next(c for c in f["connections"] if c["hops"])
+        tshark = shlex.join(tshark_argv(RUN_PCAPNG, f["name"], rep["index"]))
+        assert tshark in md and html.escape(tshark) in page
     # the per-interface pcaps stay
     assert len(list((tmp_path / "pcaps").glob("*.pcap"))) >= 10
