@@ -35,6 +35,12 @@ from kpemu.report.html import render_html
 from kpemu.report.markdown import render_markdown
 from kpemu.traffic.runner import FlowResult
 
+Progress = Callable[[str], None]  # told what a run is doing now (the CLI shows it)
+
+
+def _quiet(msg: str) -> None:
+    pass
+
 
 @dataclass
 class RunResult:
@@ -111,11 +117,13 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
             runtime: str, reason: str, kernel: str) -> Analysis:
     """Ledger, attribution, oracle, checks and hops.json from the run's files (pure apart from reading them)."""
     from kpemu.capture.pcap import read_pcap
+    from kpemu.report.pcapng import write_run_pcapngs
 
     infos = point_infos(plan, col.points)
+    files = {point_name(i): out / "pcaps" / f"{capture_file_stem(i)}.pcap" for i in col.points}
     packets = []
-    for i in col.points:
-        packets += read_pcap(out / "pcaps" / f"{capture_file_stem(i)}.pcap", point_name(i))
+    for point, path in files.items():
+        packets += read_pcap(path, point)
     conntrack = {m: parse_conntrack(t) for m, t in col.conntrack.items()}
     ipvs = {n: parse_ipvs_connections(t) for n, t in col.ipvs.items()}
     texts = {}
@@ -134,6 +142,7 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
         explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
                                              texts, ipvs_services)
         ledgers.append(fl)
+    write_run_pcapngs(out, infos, files, ledgers, packets)
     by_name = {fl.name: fl for fl in ledgers}
     checks: list[Check] = []
     ports = fixed_ports(sc.topology)
@@ -199,17 +208,17 @@ def scenario_job(sc: Scenario, trace: bool = True, kernel: str | None = None) ->
     return collect_job(sc, plan_fabric(sc.topology), release_tuple(kernel or os.uname().release), trace)
 
 
-def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
+def collect_scenario(sc: Scenario, out: Path, trace: bool = True, progress: Progress = _quiet) -> float:
     """The kernel half of a run on this kernel (kpemu.jobs.execute): deploy, serve, capture, send,
     snapshot, destroy (always). Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`."""
     from kpemu.jobs.execute import collect
 
     lab.require_root()
-    return collect(scenario_job(sc, trace), out)
+    return collect(scenario_job(sc, trace), out, progress)
 
 
 def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
-                     reason: str = "") -> RunResult:
+                     reason: str = "", progress: Progress = _quiet) -> RunResult:
     """The pure half of a run, from the files `collect_scenario` left in `out`: ledger, attribution,
     oracle, checks; writes hops.json, report.md and report.html."""
     started = time.perf_counter()
@@ -220,6 +229,7 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     data = json.loads(path.read_text())
     if "readback" in data:
         check_saved_rules(data["readback"], out / "rules")
+    progress(f"analysing {sc.name}: ledger, pcapng, attribution, oracle, reports")
     a = analyse(sc, plan_fabric(sc.topology), collected_from_json(data), out, update_goldens, runtime, reason,
                 data["kernel"])
     hops = a.hops
@@ -229,18 +239,26 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], a.ledgers, a.checks,
                                                    seconds, flows_json=hops["flows"], mode=hops["mode"]))
-    (out / "report.html").write_text(render_html(hops, sc.topology, a.details))
+    (out / "report.html").write_text(render_html(hops, sc.topology, a.details, files=run_files(out)))
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
 
 
+def run_files(out: Path) -> list[str]:
+    """The files of a run directory the report links to, relative to it."""
+    subs = sorted(str(p.relative_to(out)) for d in ("pcaps", "capture", "rules", "trace")
+                  for p in (out / d).glob("*") if p.is_file())
+    top = [f for f in ("run.pcapng", "hops.json", "report.md") if (out / f).is_file()]
+    return top + subs
+
+
 def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
-                 reason: str = "", trace: bool = True) -> RunResult:
+                 reason: str = "", trace: bool = True, progress: Progress = _quiet) -> RunResult:
     """Run one (resolved) scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/,
     rules/, trace/."""
     warm = _warm_scapy()
-    collect_scenario(sc, out, trace)
+    collect_scenario(sc, out, trace, progress)
     warm.join(timeout=10)
-    return analyse_scenario(sc, out, update_goldens, runtime, reason)
+    return analyse_scenario(sc, out, update_goldens, runtime, reason, progress)
 
 
 def out_dir_for(out: str | None, name: str, several: bool) -> Path:
@@ -268,7 +286,7 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
 
 
 def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update_goldens: bool, reason: str,
-                 trace: bool = True, progress: Callable[[str], None] | None = None,
+                 trace: bool = True, progress: Progress = _quiet,
                  ) -> tuple[list[RunResult], list[tuple[str, KpemuError]]]:
     """The kernel half of each scenario in the guest (the warm one if up, else one cold boot for all),
     then the analysis here; results, and (name, error) for each scenario whose collection failed."""
@@ -276,10 +294,9 @@ def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update
     from kpemu.capture.tcpdump import render_pcaps
     from kpemu.jobs.execute import prepare_out
 
-    say = progress or (lambda _: None)
     release = guest.kernel_release()
     reqs = [("collect", {"job": {**scenario_job(sc, trace, release), "render": False}}) for sc, _ in scenarios]
-    how, answers = guest.send(reqs, cold_root, say)
+    how, answers = guest.send(reqs, cold_root, progress)
     results, failed = [], []
     for (sc, out), (work, res) in zip(scenarios, answers, strict=True):
         if res["rc"] != 0:
@@ -293,7 +310,7 @@ def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update
             shutil.move(str(item), dest)
         render_pcaps(sorted((out / "pcaps").glob("*.pcap")), out / "capture")
         try:
-            results.append(analyse_scenario(sc, out, update_goldens, "vm", f"{reason}; {how} guest"))
+            results.append(analyse_scenario(sc, out, update_goldens, "vm", f"{reason}; {how} guest", progress))
         except KpemuError as e:
             failed.append((sc.name, e))
     return results, failed

@@ -34,6 +34,7 @@ from typing import TextIO
 
 from kpemu.errors import EnvironmentProblem
 from kpemu.kernel.probe import GUEST_FEATURES, find_tool, kvm_usable, probe
+from kpemu.system import python_hint, setup_hint
 
 DEFAULT_CACHE = Path("/var/cache/kpemu/kernels")
 # Modules a guest kernel must have (as .ko or built in) to be worth booting.
@@ -261,7 +262,7 @@ def _require_kernel() -> GuestKernel:
     if k is None:
         raise EnvironmentProblem(
             f"no guest kernel with {', '.join(REQUIRED_MODULES)} (looked in {cache_dir()} and /boot)",
-            "run `make setup` or `.venv/bin/kpemu vm setup` (downloads Debian's kernel package)")
+            "run " + setup_hint("downloads Debian's kernel package"))
     return k
 
 
@@ -269,11 +270,11 @@ def _tools() -> tuple[str, str]:
     qemu = os.environ.get("KPEMU_QEMU") or find_tool("qemu-system-x86_64")
     if not qemu or not Path(qemu).exists():
         raise EnvironmentProblem("QEMU (qemu-system-x86_64) is not installed; the vm runtime needs it",
-                                 "apt-get install qemu-system-x86 (make setup does it)")
+                                 setup_hint("installs qemu-system-x86"))
     vng = find_tool("vng")
     if not vng:
         raise EnvironmentProblem("virtme-ng (vng) is not installed",
-                                 "make setup (pip install virtme-ng into .venv)")
+                                 python_hint("virtme-ng>=1.30,<2"))
     return qemu, vng
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kpemu.cli.base import add_command
 from kpemu.errors import InputError
 
 if TYPE_CHECKING:
@@ -57,7 +59,6 @@ def _count(items: list, noun: str) -> str:
 
 def cmd_import(args: argparse.Namespace) -> int:
     import sys
-    from pathlib import Path
 
     from kpemu.k8s.convert import topology_data
     from kpemu.k8s.load import render_topology
@@ -66,7 +67,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     imported = topology_data(read_objects(args.sources), cni=args.cni, name=args.name)
     topo = topology_from_data(imported.data, f"the topology imported from {', '.join(args.sources)}")
-    text = render_topology(imported, args.sources)
+    where = Path(args.output).parent if args.output else Path.cwd()
+    text = _schema_line(where) + render_topology(imported, args.sources)
     if args.output:
         Path(args.output).write_text(text)
     else:
@@ -76,6 +78,16 @@ def cmd_import(args: argparse.Namespace) -> int:
           f"{' into ' + args.output if args.output else ''}; {_count(imported.notes, 'note')} and "
           f"{fields} fields not modelled are listed at the top of the topology", file=sys.stderr)
     return 0
+
+
+def _schema_line(where: Path) -> str:
+    """The line editors read the topology schema from, relative to where the file goes."""
+    import os
+
+    from kpemu.examples import ROOT
+
+    schema = (ROOT / "schemas" / "topology.schema.json").resolve()
+    return f"# yaml-language-server: $schema={os.path.relpath(schema, where.resolve())}\n"
 
 
 def cmd_check_node(args: argparse.Namespace) -> int:
@@ -121,22 +133,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
     from kpemu.k8s.convert import CNIS
 
-    s = sub.add_parser("import", help="Kubernetes objects (kubectl output, manifests) -> a kpemu topology")
+    s = add_command(sub, "import", "Kubernetes objects (kubectl output, manifests) -> a kpemu topology",
+                    ["kubectl get nodes,pods,services,endpointslices -A -o yaml | kpemu import - -o cluster.yaml",
+                     "kpemu import manifests/ --cni calico-ipip --name shop -o shop.yaml"])
     s.add_argument("sources", nargs="+", metavar="SRC", help="files, directories, or - for standard input")
     s.add_argument("-o", "--output", metavar="FILE", help="write the topology here (default: standard output)")
     s.add_argument("--cni", choices=CNIS, help="the CNI (default: inferred from the node annotations)")
     s.add_argument("--name", help="the lab name (default: imported)")
     s.set_defaults(func=cmd_import)
 
-    s = sub.add_parser("check-node", help="a node's real dumps against what kube-proxy would program (exit 1 on "
-                                          "drift)")
+    s = add_command(sub, "check-node", "a node's real dumps against what kube-proxy would program (exit 1 on drift)",
+                    ["kpemu check-node topologies/seed-001.yaml --node minikube --iptables-save node.iptables-save",
+                     "kpemu check-node cluster.yaml --node node1 --ipvs node1.ipvs --ipset node1.ipset -o json"])
     s.add_argument("topology", help="a kpemu topology or Kubernetes objects")
     s.add_argument("--node", required=True)
     _dump_arguments(s)
     s.add_argument("-o", "--output", choices=["text", "json"], default="text")
     s.set_defaults(func=cmd_check_node)
 
-    s = sub.add_parser("trace", help="walk one packet through a node's rules offline (a real dump or kpemu's)")
+    s = add_command(sub, "trace", "walk one packet through a node's rules offline (a real dump or kpemu's)",
+                    ["kpemu trace --iptables-save node.iptables-save --node minikube --node-ip 192.168.49.2 "
+                     "--src 10.242.72.50 --dst 192.168.49.2:30180",
+                     "kpemu trace topologies/seed-001.yaml --node minikube --src 172.17.0.4 --dst 10.105.178.199:8080"])
     s.add_argument("topology", nargs="?", help="a kpemu topology or Kubernetes objects (node addresses, "
                                                  "and the generated rules when no dump is given)")
     _dump_arguments(s)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from kpemu.cli.base import human_console
+from kpemu.cli.base import add_command, add_output, emit, human_console
 from kpemu.errors import InputError
 
 
@@ -14,10 +13,11 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     import subprocess
 
     from kpemu import lab
+    from kpemu.examples import resolve
     from kpemu.model import load_topology
     from kpemu.runtime import choose_runtime
 
-    topo = load_topology(args.file)
+    topo = load_topology(resolve(args.file))
     runtime, reason = choose_runtime(args.runtime, [(topo.cni, topo.kubeProxy.mode)])
     console = human_console()
     if runtime == "vm":
@@ -75,7 +75,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             data = {"labs": [], "orphans": []}
         if not args.name:
             data["labs"] += guest_labs
-    print(json.dumps(data, indent=2) if args.json else render_inspect(data), end="\n" if args.json else "")
+    emit(args, data, render_inspect)
     return 0
 
 
@@ -96,24 +96,32 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    s = sub.add_parser("deploy", help="build a lab from a topology (root)")
-    s.add_argument("file")
+    s = add_command(sub, "deploy", "build a lab from a topology (root)",
+                    ["sudo kpemu deploy topologies/flannel-vxlan.yaml",
+                     "sudo kpemu deploy example:calico-ipip && sudo kpemu exec calico node1 -- ipvsadm -Ln"],
+                    description="build a lab from a topology (root). On the host the lab stays up (kpemu exec, "
+                                "kpemu destroy); with --runtime vm it lives while the guest runs -- CMD.")
+    s.add_argument("file", metavar="TOPOLOGY", help="a YAML file, or example:NAME (see kpemu examples)")
     s.add_argument("--runtime", choices=["auto", "host", "vm"], default=None,
                    help="where to build it (default auto: this kernel when it can, else a guest kernel)")
     s.set_defaults(func=cmd_deploy,
                    takes_command="-- CMD runs here once the lab is up (kpemu exec in it reaches the lab)")
 
-    s = sub.add_parser("destroy", help="remove a lab, or every kpemu lab with --all (root)")
+    s = add_command(sub, "destroy", "remove a lab, or every kpemu lab with --all (root)",
+                    ["sudo kpemu destroy flannel", "sudo kpemu destroy --all"])
     s.add_argument("name", nargs="?")
     s.add_argument("--all", action="store_true")
     s.set_defaults(func=cmd_destroy)
 
-    s = sub.add_parser("inspect", help="namespaces, interfaces, addresses and routes of labs")
+    s = add_command(sub, "inspect", "namespaces, interfaces, addresses and routes of labs",
+                    ["kpemu inspect", "kpemu inspect flannel -o json | jq '.labs[0].members[].member'"])
     s.add_argument("name", nargs="?")
-    s.add_argument("--json", action="store_true")
+    add_output(s)
     s.set_defaults(func=cmd_inspect)
 
-    s = sub.add_parser("exec", help="run a command in a lab member's namespace")
-    s.add_argument("name")
-    s.add_argument("member")
+    s = add_command(sub, "exec", "run a command in a lab member's namespace: kpemu exec LAB MEMBER -- CMD",
+                    ["sudo kpemu exec flannel node1 -- iptables-save -t nat",
+                     "sudo kpemu exec calico client -- curl -s 10.246.198.17:30080"])
+    s.add_argument("name", metavar="LAB")
+    s.add_argument("member", metavar="MEMBER")
     s.set_defaults(func=cmd_exec, takes_command="-- CMD to run")

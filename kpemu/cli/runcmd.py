@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpemu.cli.base import human_console
+from kpemu.cli.base import add_command, human_console, progress
 from kpemu.errors import InputError, KpemuError
 
 if TYPE_CHECKING:
@@ -22,6 +22,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json):
         raise InputError("kpemu run: --compare-modes runs both modes itself; it does not combine with "
                          "--proxy-mode, --update-goldens or --json")
+    from kpemu.examples import resolve
+
+    args.scenarios = [str(resolve(f)) for f in args.scenarios]  # example:NAME -> the shipped file
     # every file valid before anything is built
     scenarios = [load_scenario(f, args.proxy_mode) for f in args.scenarios]
     names = [sc.name for sc in scenarios]
@@ -43,8 +46,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         cold_root = (out_dir_for(args.out, in_vm[0].name, several) if len(in_vm) == 1
                      else Path(args.out or "runs")) / "guest"
         # The guest only collects (deploy, traffic, captures): analysis is pure and much faster here.
-        done, failed = run_in_guest([(sc, out_dir_for(args.out, sc.name, several)) for sc in in_vm], cold_root,
-                                    args.update_goldens, reason, args.trace, lambda m: console.print(f"vm: {m}"))
+        with progress(console) as step:
+            done, failed = run_in_guest([(sc, out_dir_for(args.out, sc.name, several)) for sc in in_vm],
+                                        cold_root, args.update_goldens, reason, args.trace, step)
         results += done
         for name, e in failed:
             console.print(f"{name}: {e}")
@@ -52,14 +56,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     for sc, (rt, reason) in zip(scenarios, decisions, strict=True):
         if rt == "host":
             console.print(f"runtime: host for {sc.name} ({reason})")
-            results.append(run_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens, rt,
-                                        reason, trace=args.trace))
+            with progress(console) as step:
+                results.append(run_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens, rt,
+                                            reason, trace=args.trace, progress=step))
     reports = []
     for res in results:
         for p in res.goldens_written[:1]:
             console.print(f"goldens rewritten in {p.parent}")
         print_summary(console, res.name, res.ledgers, res.checks, res.seconds, str(res.out_dir),
                       res.hops.get("flows"))
+        console.print(f"  open {res.out_dir / 'report.html'}; every hop in Wireshark: {res.out_dir / 'run.pcapng'} "
+                      "(report.md has the tshark command)", highlight=False, markup=False)
         reports.append(res.hops)
         worst = max(worst, res.exit_code)
     if args.json:
@@ -110,7 +117,8 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
     for sc, m, (rt, reason) in zip(variants, MODES, decisions, strict=True):
         if rt == "host":
             console.print(f"runtime: host for {sc.name} in {m} mode, lab {sc.topology.name} ({reason})")
-            runs.append((m, run_scenario(sc, base / m, False, rt, reason, trace=args.trace)))
+            with progress(console) as step:
+                runs.append((m, run_scenario(sc, base / m, False, rt, reason, trace=args.trace, progress=step)))
     for m, res in runs:
         print_summary(console, f"{res.name} [{m}]", res.ledgers, res.checks, res.seconds, str(res.out_dir),
                       res.hops.get("flows"))
@@ -132,8 +140,14 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    s = sub.add_parser("run", help="deploy, send traffic, capture every hop, explain, check, destroy (root)")
-    s.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+    s = add_command(sub, "run", "deploy, send traffic, capture every hop, explain, check, destroy (root)",
+                    ["sudo kpemu run example:nodeport-iptables",
+                     "sudo kpemu run scenarios/*.yaml --out runs          # each into runs/<name>",
+                     "sudo kpemu run example:nodeport-ipvs --runtime vm --json > hops.json",
+                     "sudo kpemu run example:clusterip-vxlan --compare-modes --out runs/compare"],
+                    description="deploy, send traffic, capture every hop, explain, check, destroy (root). Writes "
+                                "report.md, report.html, hops.json, run.pcapng and pcaps/, capture/, rules/, trace/.")
+    s.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="a YAML file, or example:NAME (see kpemu examples)")
     s.add_argument("--runtime", choices=["auto", "host", "vm"], default=None,
                    help="where to run: this kernel, the guest kernel, or whichever can (default auto)")
     s.add_argument("--out", default=None, help="output directory (default runs/<name>; with several "

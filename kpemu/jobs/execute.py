@@ -258,7 +258,7 @@ def prepare_out(out: Path) -> None:
 
     for sub in ("pcaps", "capture", "rules", "trace"):
         shutil.rmtree(out / sub, ignore_errors=True)
-    for f in ("report.md", "hops.json", "report.html", "report.png", COLLECTED):
+    for f in ("report.md", "hops.json", "report.html", "report.png", "run.pcapng", COLLECTED):
         (out / f).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
 

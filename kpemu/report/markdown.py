@@ -11,10 +11,14 @@ from kpemu.analyse.expect import Check
 from kpemu.analyse.ledger import FlowLedger
 from kpemu.report.mermaid import sequence_diagram
 from kpemu.report.table import HEADERS, hop_rows
+from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
+
+HOP_HEADERS = (HEADERS[0], "frame", *HEADERS[1:])
 
 
 def _md_row(cells: tuple[str, ...] | list[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    """One table row; a cell's line breaks become <br> (a newline would end the row on GitHub)."""
+    return "| " + " | ".join(c.replace("|", "\\|").replace("\r", "").replace("\n", "<br>") for c in cells) + " |"
 
 
 def explain_lines(flow: Mapping) -> list[str]:
@@ -73,9 +77,13 @@ def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledge
         if rep and rep.hops:
             out += [f"Connection {rep.index} (`{rep.marker}`, outcome {rep.outcome}"
                     + (f", backend {rep.backend}" if rep.backend else "") + "):", "",
-                    _md_row(HEADERS), _md_row(["---"] * len(HEADERS))]
-            out += [_md_row(r) for r in hop_rows(rep.hops)]
-            out.append("")
+                    _md_row(HOP_HEADERS), _md_row(["---"] * len(HOP_HEADERS))]
+            out += [_md_row([r[0], str(h.frame or ""), *r[1:]]) for r, h in zip(hop_rows(rep.hops), rep.hops,
+                                                                                  strict=True)]
+            tshark, _ = commands(RUN_PCAPNG, fl.name, rep.index)
+            out += ["", f"Frames are numbered in `{RUN_PCAPNG}` (this flow alone: `{flow_pcapng(fl.name)}`). "
+                    "This connection hop by hop, in tshark (in Wireshark: the same -d, -o and -Y):", "",
+                    "```sh", tshark, "```", ""]
         else:
             out += ["No packet of this flow was captured.", ""]
         if rep and rep.conntrack:

@@ -106,7 +106,9 @@ def _error(tmp_path: Path, *services: str) -> str:
 def test_kubectl_list_imports_to_the_committed_topology() -> None:
     res = kpemu("import", CLUSTER, "--name", "k8s-cluster")
     assert res.returncode == 0, res.stderr
-    assert res.stdout == (ROOT / "topologies" / "k8s-cluster.yaml").read_text()
+    first, _, rest = res.stdout.partition("\n")
+    assert first == "# yaml-language-server: $schema=schemas/topology.schema.json"  # relative to where it goes
+    assert rest == (ROOT / "topologies" / "k8s-cluster.yaml").read_text().partition("\n")[2]
     assert res.stderr == ("imported 3 nodes, 6 pods, 4 services; 1 note and 63 fields not modelled are listed at "
                           "the top of the topology\n")
     body = res.stdout[res.stdout.index("\nservices:\n") + 1:]
@@ -158,7 +160,7 @@ def test_the_list_is_a_topology_everywhere() -> None:
     direct = load_topology(ROOT / CLUSTER)
     imported = load_topology(ROOT / "topologies" / "k8s-cluster.yaml")
     assert direct.model_copy(update={"name": "k8s-cluster"}) == imported
-    assert kpemu("validate", CLUSTER).stdout == f"{CLUSTER}: ok\n"
+    assert kpemu("validate", CLUSTER).stdout == f"{CLUSTER}: ok (topology)\n1 of 1 file(s) valid\n"
     assert "KUBE-SVC-" in kpemu("rules", CLUSTER, "--node", "k8s-w1", "--format", "iptables-save").stdout
 
 
@@ -311,7 +313,8 @@ def test_standard_input(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "kpemu.cli", "import", "-", "--name", "piped"], cwd=ROOT,
                          input=f.read_text(), capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("# kpemu topology imported from - (kpemu import).\n")
+    assert res.stdout.startswith("# yaml-language-server: $schema=schemas/topology.schema.json\n"
+                                 "# kpemu topology imported from - (kpemu import).\n")
     assert "#   Service default/manual: no selector and no EndpointSlices or Endpoints: no endpoints" in res.stdout
     assert yaml.safe_load(res.stdout)["services"][0]["endpoints"] == []
     f.write_text(NODE.replace("flannel.alpha.coreos.com/backend-type: vxlan",

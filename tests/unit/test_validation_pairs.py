@@ -1,6 +1,6 @@
 """Validation errors as input/expected pairs: tests/data/invalid/<case>.yaml is a topology with one
 mistake (its first line says which), <case>.err is the whole of what `kpemu validate` must print on
-stderr for it ({file} standing for the path), with exit code 2 and nothing on stdout."""
+stderr for it ({file} standing for the path), with exit code 2 and the count on stdout."""
 
 from __future__ import annotations
 
@@ -22,4 +22,5 @@ def test_every_input_has_its_expected_output() -> None:
 def test_validate_prints_exactly_the_expected_error(case: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["validate", str(case)])
     out, err = capsys.readouterr()
-    assert (code, out, err.replace(str(case), "{file}")) == (2, "", case.with_suffix(".err").read_text())
+    assert (code, out, err.replace(str(case), "{file}")) == (2, "0 of 1 file(s) valid\n",
+                                                             case.with_suffix(".err").read_text())
