@@ -207,15 +207,9 @@ def load_scenario(path: str | Path, proxy_mode: str | None = None) -> Scenario:
     file = str(path)
     spec = parse_model(ScenarioSpec, read_yaml(path), file)
     if isinstance(spec.topology, str):
-        topo_path = (path.parent / spec.topology).resolve()
-        if not topo_path.exists():
-            raise InputError([Problem(file, "topology", f"no such file {spec.topology} (relative to the scenario "
-                                                        "file); expected a topology path or an inline mapping")])
-        data, topo_file = read_yaml(topo_path), str(topo_path)
+        data, topo_file = _topology_file(path, spec.topology), str((path.parent / spec.topology).resolve())
     else:
         data, topo_file = spec.topology, file
-    if not isinstance(data, dict):
-        raise InputError([Problem(topo_file, "topology" if topo_file == file else "", "expected a mapping")])
     data = _merge(data, spec.overrides)
     data["name"] = spec.lab or spec.name
     if proxy_mode is not None:
@@ -240,6 +234,26 @@ def load_scenario(path: str | Path, proxy_mode: str | None = None) -> Scenario:
     if problems:
         raise InputError(problems)
     return Scenario(spec, topo, path, flows)
+
+
+def _topology_file(scenario: Path, name: str) -> dict[str, Any]:
+    """The mapping in the scenario's `topology:` file; any problem reading it names the scenario's field."""
+    topo_path = (scenario.parent / name).resolve()
+
+    def bad(msg: str) -> InputError:
+        return InputError([Problem(str(scenario), "topology", f"{name!r}: {msg}; expected the path of a topology "
+                                                              "YAML file (relative to the scenario) or an inline "
+                                                              "mapping")])
+
+    if not topo_path.exists():
+        raise bad("no such file")
+    try:
+        data = read_yaml(topo_path)
+    except InputError as e:
+        raise bad("; ".join(f"{topo_path}{': ' + p.path if p.path else ''}: {p.message}" for p in e.problems)) from None
+    if not isinstance(data, dict):
+        raise bad(f"{topo_path} is not a topology (its YAML is not a mapping of keys to values)")
+    return data
 
 
 def _members(topo: Topology) -> dict[str, str]:
