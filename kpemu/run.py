@@ -35,6 +35,7 @@ from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Interface, Plan
 from kpemu.report.html import render_html
 from kpemu.report.markdown import render_markdown
+from kpemu.statedir import scratch_dir
 from kpemu.traffic.procs import stop_processes
 from kpemu.traffic.runner import FlowResult, run_flow, start_servers
 
@@ -134,7 +135,7 @@ def _traced_flow(sc: Scenario, flow: ResolvedFlow, nodes: dict[str, str], member
     """Run one flow between two counter snapshots with its packets traced in every node namespace."""
     kp = sc.topology.kubeProxy
     data = TraceData(before=counters.snapshot(nodes, kp.backend, kp.mode == "ipvs"))
-    session = start_tracing(nodes, flow_match(sc.topology, flow), kp.backend)
+    session = start_tracing(nodes, flow_match(sc.topology, flow), kp.backend, workdir=scratch_dir(sc.topology.name))
     try:
         result = run_flow(flow, members, gap=TRACE_GAP if session.unavailable is None else 0.0)
     finally:

@@ -17,6 +17,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from kpemu.runtime import choose_runtime
 
     topo = load_topology(args.file)
+    lab.require_root()
     cmd = args.cmd
     runtime, reason = choose_runtime(args.runtime, [(topo.cni, topo.kubeProxy.mode)])
     if runtime == "vm":
@@ -48,13 +49,10 @@ def _deploy_in_guest(file: str, name: str, cmd: list[str], reason: str) -> int:
 def cmd_destroy(args: argparse.Namespace) -> int:
     from kpemu import lab
 
-    if args.all:
-        removed = lab.destroy_all()
-    elif args.name:
-        removed = lab.destroy(args.name)
-    else:
+    if not args.all and not args.name:
         raise InputError("kpemu destroy: give a lab NAME or --all")
-    print(f"removed {len(removed)} namespaces" + (": " + " ".join(removed) if removed else ""))
+    lab.require_root()
+    print((lab.destroy_all() if args.all else lab.destroy(args.name)).summary())
     return 0
 
 

@@ -37,6 +37,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
         raise InputError(f"kpemu run: scenario {', '.join(dups)} given twice")
+    from kpemu.lab import require_root
+
+    require_root()
     console = human_console(stderr=args.json)
     several = len(scenarios) > 1
     extra = ([] if args.trace else ["--no-trace"]) + (["--proxy-mode", args.proxy_mode] if args.proxy_mode else [])

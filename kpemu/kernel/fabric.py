@@ -18,6 +18,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from kpemu.errors import ApplyError, EnvironmentProblem
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel.owner import lab_owner, mark
 from kpemu.plan.types import Plan, Route, Sysctl
 
 RT_PROTO = {"boot": 3, "static": 4, "bird": 12}
@@ -93,6 +94,7 @@ def apply_fabric(plan: Plan, created: list[str]) -> None:
     for ns in plan.namespaces:
         nsmod.create_netns(ns.name)
         created.append(ns.name)
+        mark(ns.name, lab_owner(plan.lab))
     sysctls = list(plan.sysctls)
     write_sysctls([s for s in sysctls if _is_namespace_wide(s)])
     f = Fabric()
