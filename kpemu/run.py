@@ -31,6 +31,7 @@ from kpemu.errors import EnvironmentProblem
 from kpemu.kernel import counters
 from kpemu.kernel.trace import start_tracing
 from kpemu.model.scenario import ResolvedFlow, Scenario
+from kpemu.outlock import holding_out_dir
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Interface, Plan
 from kpemu.report.html import render_html
@@ -289,6 +290,7 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
     )
 
 
+@holding_out_dir
 def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
     """The kernel half of a run: deploy, serve, capture, send, snapshot, destroy (always).
 
@@ -297,11 +299,11 @@ def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
     """
     lab.require_root()
     started = time.perf_counter()
-    prepare_out(out)
     plan = plan_fabric(sc.topology)
     with sigterm_as_interrupt():
         state = lab.deploy(sc.topology, source=str(sc.path), plan=plan)
         try:
+            prepare_out(out)  # only once the lab is ours: a refused run leaves the folder alone
             col = _traffic(sc, plan, state, out, trace)
         finally:
             with signals_blocked():
@@ -335,6 +337,7 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
 
 
+@holding_out_dir
 def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
                  reason: str = "", trace: bool = True) -> RunResult:
     """Run one scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/, rules/, trace/."""

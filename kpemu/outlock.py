@@ -1,0 +1,89 @@
+"""An output folder belongs to one run at a time: an exclusive flock on `<out>/.kpemu.lock`.
+
+The lock is taken before anything in the folder is touched, and a run that cannot take it is
+refused (exit 3) without changing anything: a folder it had to create for the lock is removed
+again. The lock is re-entrant within a process (collecting and analysing a run both hold it), and
+the kernel drops it when the process dies, however it dies. On a filesystem without locks (the
+guest's 9p share of the host's folder) the folder is used unlocked: the host side holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import functools
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from kpemu.errors import EnvironmentProblem
+
+P = ParamSpec("P")
+R = TypeVar("R")
+LOCK_NAME = ".kpemu.lock"
+_held: dict[Path, int] = {}  # folder -> how many holders in this process
+
+
+@contextlib.contextmanager
+def out_dir_lock(out: Path) -> Iterator[None]:
+    """Hold `out` (created if missing) for this run; EnvironmentProblem if another run holds it."""
+    key = out.resolve()
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield
+        finally:
+            _held[key] -= 1
+        return
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    lock = out / LOCK_NAME
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                    yield
+                    return
+                raise
+            holder = _holder(lock)
+            raise EnvironmentProblem(f"output folder {out} is in use by another kpemu run{holder}; this run was "
+                                     "refused and changed nothing",
+                                     "wait for it to finish, or give this run another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        _held[key] = 1
+        try:
+            yield
+        finally:
+            del _held[key]
+    except BaseException:
+        if created:  # leave no trace of a refused or failed run in a folder it created
+            with contextlib.suppress(OSError):
+                lock.unlink()
+                out.rmdir()
+        raise
+    finally:
+        os.close(fd)
+
+
+def _holder(lock: Path) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        return f" (pid {int(lock.read_text().split()[0])})"
+    return ""
+
+
+def holding_out_dir(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run `fn(scenario, out, ...)` holding `out` (its second argument) for the whole call."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        out = kwargs["out"] if "out" in kwargs else args[1]
+        with out_dir_lock(Path(out)):  # type: ignore[arg-type]
+            return fn(*args, **kwargs)
+
+    return wrapper
