@@ -1,8 +1,10 @@
 """An output folder belongs to one run at a time: an exclusive flock on `<out>/.kpemu.lock`.
 
 The lock is taken before anything in the folder is touched, and a run that cannot take it is
-refused (exit 3) without changing anything: a folder it had to create for the lock is removed
-again. The lock is re-entrant within a process (collecting and analysing a run both hold it), and
+refused (exit 3) without changing anything. The lock file is removed on release (while still
+held; a later holder checks that the file it locked is still the one in the folder), and so is a
+folder the run created and left empty, so a refused run leaves the folder as it found it. The lock
+is re-entrant within a process (collecting and analysing a run both hold it), and
 the kernel drops it when the process dies, however it dies. On a filesystem without locks (the
 guest's 9p share of the host's folder) the folder is used unlocked: the host side holds it.
 """
@@ -40,34 +42,51 @@ def out_dir_lock(out: Path) -> Iterator[None]:
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     lock = out / LOCK_NAME
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
+        fd = _acquire(lock)
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
+    if fd is None:  # this filesystem has no locks
+        yield
+        return
+    _held[key] = 1
+    try:
+        yield
+    finally:
+        del _held[key]
+        lock.unlink(missing_ok=True)  # while still held, so the folder is left as it was found
+        os.close(fd)
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only if the run left nothing in it
+
+
+def _acquire(lock: Path) -> int | None:
+    """An open, exclusively locked descriptor of `lock`; None where locks are not supported."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                return None
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
-                    yield
-                    return
                 raise
-            holder = _holder(lock)
-            raise EnvironmentProblem(f"output folder {out} is in use by another kpemu run{holder}; this run was "
-                                     "refused and changed nothing",
+            raise EnvironmentProblem(f"output folder {lock.parent} is in use by another kpemu run{_holder(lock)}; "
+                                     "this run was refused and changed nothing",
                                      "wait for it to finish, or give this run another --out") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        _held[key] = 1
         try:
-            yield
-        finally:
-            del _held[key]
-    except BaseException:
-        if created:  # leave no trace of a refused or failed run in a folder it created
-            with contextlib.suppress(OSError):
-                lock.unlink()
-                out.rmdir()
-        raise
-    finally:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # not a file its last holder removed between our open and our lock
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return fd
         os.close(fd)
 
 

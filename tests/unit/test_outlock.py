@@ -66,7 +66,7 @@ def test_lock_is_released_when_the_holder_dies(held: tuple[Path, int]) -> None:
 def test_reentrant_in_one_process(tmp_path: Path) -> None:
     with out_dir_lock(tmp_path / "a"), out_dir_lock(tmp_path / "a"):
         (tmp_path / "a" / "x").write_text("x")
-    assert (tmp_path / "a" / LOCK_NAME).exists()
+    assert (tmp_path / "a" / "x").exists() and not (tmp_path / "a" / LOCK_NAME).exists()
 
 
 def test_a_failure_leaves_no_folder_it_created(tmp_path: Path) -> None:
