@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from kpemu.model import load_topology
-    from kpemu.model.scenario import is_scenario_file, load_scenario
+    from kpemu.model.scenario import load_file
 
     for f in args.files:
-        if is_scenario_file(Path(f)):
-            load_scenario(f)
-        else:
-            load_topology(f)
+        load_file(f)
         print(f"{f}: ok")
     return 0
 

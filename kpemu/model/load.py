@@ -24,7 +24,7 @@ from kpemu.errors import InputError, Problem
 
 M = TypeVar("M", bound=BaseModel)
 
-MAX_FILE_BYTES = 256 * 1024  # the largest lab kpemu builds (validate.py limits) is a few tens of KB
+MAX_FILE_BYTES = 128 * 1024  # the largest lab kpemu builds (validate.py limits) is a few tens of KB
 MAX_DEPTH = 32  # kpemu's schemas nest at most 6 deep
 MAX_EXPANDED = 100_000  # values after alias expansion
 MAX_ALIASES = 1_000

@@ -180,15 +180,6 @@ class Scenario:
         return (self.path.parent / str(exp.golden)).resolve()
 
 
-def is_scenario_file(path: Path) -> bool:
-    """Whether a YAML file is a scenario (it has `flows:`) rather than a topology."""
-    try:
-        data = read_yaml(path)
-    except InputError:
-        return False
-    return isinstance(data, dict) and "flows" in data
-
-
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for k, v in over.items():
@@ -203,9 +194,22 @@ def load_scenario(path: str | Path, proxy_mode: str | None = None) -> Scenario:
     `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations (written for
     the file's mode) are dropped, the others are kept.
     """
+    return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode)
+
+
+def load_file(path: str | Path) -> Topology | Scenario:
+    """A topology or a scenario file (a scenario has `flows:`), read once; InputError lists every problem."""
     path = Path(path)
+    data = read_yaml(path)
+    if isinstance(data, dict) and "flows" in data:
+        return scenario_from_data(data, path)
+    return topology_from_data(data, str(path))
+
+
+def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None) -> Scenario:
+    """`load_scenario` on the already-read YAML of the scenario file `path`."""
     file = str(path)
-    spec = parse_model(ScenarioSpec, read_yaml(path), file)
+    spec = parse_model(ScenarioSpec, data, file)
     if isinstance(spec.topology, str):
         data, topo_file = _topology_file(path, spec.topology), str((path.parent / spec.topology).resolve())
     else:
