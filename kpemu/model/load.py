@@ -3,8 +3,9 @@
 `read_yaml` is kpemu's only YAML reader, and it bounds hostile input before and while parsing:
 only regular files (never a device, FIFO or directory), at most `MAX_FILE_BYTES`, strict UTF-8
 without NUL bytes; then one pass over the parser's events (libyaml's when present) rejects
-nesting deeper than `MAX_DEPTH`, aliases that would expand to more than `MAX_EXPANDED` values
-(an alias bomb is refused after reading its few hundred bytes, never expanded), and duplicate
+nesting deeper than `MAX_DEPTH`, more than `MAX_VALUES` values counting each alias as what it
+stands for (an alias bomb is refused after reading its few hundred bytes, never expanded), more
+than `MAX_ALIASES` aliases, and duplicate
 mapping keys (YAML would silently keep the last one), naming both lines. Only then are Python
 values built, with integers longer than `MAX_INT_DIGITS` digits and `!!binary` refused.
 """
@@ -26,7 +27,7 @@ M = TypeVar("M", bound=BaseModel)
 
 MAX_FILE_BYTES = 128 * 1024  # the largest lab kpemu builds (validate.py limits) is a few tens of KB
 MAX_DEPTH = 32  # kpemu's schemas nest at most 6 deep
-MAX_EXPANDED = 100_000  # values after alias expansion
+MAX_VALUES = 20_000  # values after alias expansion; the largest lab kpemu builds has a few thousand
 MAX_ALIASES = 1_000
 MAX_INT_DIGITS = 19  # every integer kpemu reads fits in 64 bits
 
@@ -170,7 +171,7 @@ def check_events(text: str) -> None:
                 if done.anchor:
                     anchors[done.anchor] = done.size
                 if stack:
-                    _add(stack[-1], done.size, done.path)
+                    _add(stack[-1], done.size, done.path, aliases)
                 continue
             if isinstance(event, yaml.AliasEvent):
                 aliases += 1
@@ -201,25 +202,27 @@ def check_events(text: str) -> None:
                 if isinstance(event, yaml.ScalarEvent) and event.anchor:
                     anchors[event.anchor] = 1
             if parent is not None:
-                _add(parent, size, here)
-            elif size > MAX_EXPANDED:
-                raise _Bad("", _bomb(size))
+                _add(parent, size, here, aliases)
+            elif size > MAX_VALUES:
+                raise _Bad("", _too_many(aliases))
     except yaml.YAMLError as e:
         if "nesting depth" in str(getattr(e, "problem", "")):  # libyaml's own limit, met before ours
             raise _Bad("", f"nested more than {MAX_DEPTH} levels deep; no kpemu field nests that deep") from None
         return  # other syntax errors are reported with their line by the loader itself
 
 
-def _add(frame: _Frame, size: int, where: tuple[int | str, ...]) -> None:
+def _add(frame: _Frame, size: int, where: tuple[int | str, ...], aliases: int) -> None:
     frame.size += size
     frame.index += 1
-    if frame.size > MAX_EXPANDED:
-        raise _Bad(field_path(where), _bomb(frame.size))
+    if frame.size > MAX_VALUES:
+        raise _Bad(field_path(where), _too_many(aliases))
 
 
-def _bomb(size: int) -> str:
-    return (f"YAML aliases expand to more than {MAX_EXPANDED:,} values (an alias bomb?); kpemu refuses to expand "
-            f"them: write the values out")
+def _too_many(aliases: int) -> str:
+    if aliases:
+        return (f"more than {MAX_VALUES:,} values once its YAML aliases are expanded (an alias bomb?); kpemu refuses "
+                "to expand them: write the values out")
+    return f"more than {MAX_VALUES:,} values; the largest lab kpemu builds has a few thousand"
 
 
 class _Constructor(_Loader):  # type: ignore[misc, valid-type]
