@@ -58,3 +58,20 @@ def test_destroy_all_leaves_unmarked_namespaces_alone() -> None:
         assert nsmod.netns_exists(foreign)
     finally:
         nsmod.delete_netns(foreign)
+
+
+def test_destroy_all_removes_a_killed_probe() -> None:
+    """A probe killed after recording its namespace (marked or not yet) leaves nothing after --all."""
+    from kpemu.kernel.owner import PROBE_OWNER, mark
+    from kpemu.statedir import PROBE_DIR
+
+    marked, unmarked = "kp-probe-999999-aaaa", "kp-probe-999999-bbbb"
+    PROBE_DIR.mkdir(parents=True, exist_ok=True)
+    for ns in (marked, unmarked):
+        (PROBE_DIR / ns).write_text("999999\n")
+        nsmod.create_netns(ns)
+    mark(marked, PROBE_OWNER)
+    removal = lab.destroy_all()
+    assert {marked, unmarked} <= set(removal.namespaces)
+    assert not nsmod.netns_exists(marked) and not nsmod.netns_exists(unmarked)
+    assert not (PROBE_DIR / marked).exists() and not (PROBE_DIR / unmarked).exists()
