@@ -237,3 +237,17 @@ def test_run_refuses_before_creating_anything(case: Case, tmp_path: Path, capsys
     _expect(case, path, capsys.readouterr().err)
     assert not (tmp_path / "out").exists()
     assert _created() == []
+
+
+def test_multi_document_files_are_bounded_the_same_way(tmp_path: Path) -> None:
+    from kpemu.errors import InputError
+    from kpemu.model.load import read_yaml_documents
+
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("kind: Service\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: &m {name: b}\nx: *m\n")
+    assert read_yaml_documents(ok) == [{"kind": "Service", "metadata": {"name": "a"}},
+                                       {"kind": "Pod", "metadata": {"name": "b"}, "x": {"name": "b"}}]
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("kind: Service\n---\nkind: Pod\nmetadata:\n  name: a\n  name: b\n")
+    with pytest.raises(InputError, match=r"metadata.name: key 'name' is given twice \(line 5 and line 6\)"):
+        read_yaml_documents(dup)
