@@ -5,9 +5,10 @@ only regular files (never a device, FIFO or directory), at most `MAX_FILE_BYTES`
 without NUL bytes; then one pass over the parser's events (libyaml's when present) rejects
 nesting deeper than `MAX_DEPTH`, more than `MAX_VALUES` values counting each alias as what it
 stands for (an alias bomb is refused after reading its few hundred bytes, never expanded), more
-than `MAX_ALIASES` aliases, and duplicate
-mapping keys (YAML would silently keep the last one), naming both lines. Only then are Python
-values built, with integers longer than `MAX_INT_DIGITS` digits and `!!binary` refused.
+than `MAX_ALIASES` aliases, and duplicate mapping keys (YAML would silently keep the last one),
+naming both lines. Only then are Python values built, with integers longer than `MAX_INT_DIGITS`
+digits and `!!binary` refused. Multi-document files (Kubernetes manifests) are read with
+`read_yaml_documents`, under the same bounds.
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None) -> 
     file = str(path)
     spec = parse_model(ScenarioSpec, data, file)
     if isinstance(spec.topology, str):
-        data, topo_file = _topology_file(path, spec.topology), str((path.parent / spec.topology).resolve())
+        data, topo_file = _topology_file(path, spec.topology)
     else:
         data, topo_file = spec.topology, file
     data = _merge(data, spec.overrides)
@@ -240,8 +240,9 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None) -> 
     return Scenario(spec, topo, path, flows)
 
 
-def _topology_file(scenario: Path, name: str) -> dict[str, Any]:
-    """The mapping in the scenario's `topology:` file; any problem reading it names the scenario's field."""
+def _topology_file(scenario: Path, name: str) -> tuple[dict[str, Any], str]:
+    """The mapping in the scenario's `topology:` file and that file's path; a problem reading it names
+    the scenario's `topology` field."""
     topo_path = (scenario.parent / name).resolve()
 
     def bad(msg: str) -> InputError:
@@ -257,7 +258,7 @@ def _topology_file(scenario: Path, name: str) -> dict[str, Any]:
         raise bad("; ".join(f"{topo_path}{': ' + p.path if p.path else ''}: {p.message}" for p in e.problems)) from None
     if not isinstance(data, dict):
         raise bad(f"{topo_path} is not a topology (its YAML is not a mapping of keys to values)")
-    return data
+    return data, str(topo_path)
 
 
 def _members(topo: Topology) -> dict[str, str]:
