@@ -29,6 +29,7 @@ from kpemu.model.names import netns_name
 from kpemu.model.topology import Topology
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Plan
+from kpemu.procrecords import stop_recorded
 from kpemu.statedir import PROBE_DIR, STATE_DIR, scratch_dir, state_path
 
 PREFIX = "kp-"
@@ -128,6 +129,7 @@ class Removal:
     recorded: bool  # whether the lab had a state file
     namespaces: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    processes: list[str] = field(default_factory=list)  # "kind pid" of recorded processes stopped
     left: dict[str, str] = field(default_factory=dict)  # namespace -> why it is not this lab's
 
     def add(self, other: Removal) -> None:
@@ -145,6 +147,8 @@ class Removal:
                 ": " + " ".join(self.namespaces) if self.namespaces else "")
             if self.files:
                 head += f" and {len(self.files)} recorded files"
+            if self.processes:
+                head += f"; stopped {', '.join(self.processes)}"
         if self.left:
             head += "\nleft alone (not " + (f"{self.lab}'s" if self.lab else "kpemu's") + "): " + ", ".join(
                 f"{ns} ({why})" for ns, why in sorted(self.left.items()))
@@ -186,9 +190,10 @@ def destroy(lab: str) -> Removal:
 
 
 def destroy_all() -> Removal:
-    """Remove every recorded lab, every recorded probe namespace and every namespace kpemu marked."""
+    """Stop recorded guests; remove every recorded lab, every recorded probe namespace and every
+    namespace kpemu marked."""
     require_root()
-    out = Removal("", True)
+    out = Removal("", True, processes=stop_recorded())
     for lab in labs():
         out.add(destroy(lab))
     probes = sorted(PROBE_DIR.iterdir()) if PROBE_DIR.is_dir() else []

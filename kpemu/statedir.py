@@ -3,6 +3,7 @@
     /run/kpemu/labs/<lab>.json    the lab's state file: its namespaces, written before the first exists
     /run/kpemu/labs/<lab>.d/      the lab's scratch files (trace monitor output while a flow runs)
     /run/kpemu/labs/probe/<ns>    a start-up probe namespace, recorded before it is created
+    /run/kpemu/labs/proc/<pid>    a process started outside any lab namespace (the guest), see procrecords.py
 
 /run is a tmpfs like /run/netns, so records and namespaces vanish together at reboot.
 `KPEMU_STATE_DIR` moves the labs directory (tests).
@@ -15,6 +16,7 @@ from pathlib import Path
 
 STATE_DIR = Path(os.environ.get("KPEMU_STATE_DIR", "/run/kpemu/labs"))
 PROBE_DIR = STATE_DIR / "probe"
+PROC_DIR = STATE_DIR / "proc"
 
 
 def state_path(lab: str) -> Path:

@@ -33,6 +33,7 @@ from typing import TextIO
 
 from kpemu.errors import EnvironmentProblem
 from kpemu.kernel.probe import GUEST_FEATURES, find_tool, kvm_usable, probe
+from kpemu.procrecords import forget, record_process
 
 DEFAULT_CACHE = Path("/var/cache/kpemu/kernels")
 # Modules a guest kernel must have (as .ko or built in) to be worth booting.
@@ -383,6 +384,7 @@ def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
             log.flush()
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                     cwd=cwd, start_new_session=True)
+        record = record_process("guest", proc.pid)  # so `destroy --all` stops it if we are killed
         booted: float | None = None
         pos = 0
         try:
@@ -411,6 +413,8 @@ def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
             if proc.poll() is None:
                 _kill(proc)
             raise
+        finally:
+            forget(record)
     total = time.monotonic() - t0
     lacking = out / f"{_MARK}-lacking"
     if lacking.exists():
