@@ -1,8 +1,8 @@
 """SIGKILL a host `kpemu run` at chosen moments; `kpemu destroy --all` must then leave nothing.
 
-Nothing means: no kp- namespace, no state file, scratch directory or probe record, no process the
-run started still alive, no trace file loose in /tmp, and the root namespace's links, addresses,
-routes and both iptables backends' rules as they were before the run. The moments: as the state
+Nothing means: no kp- namespace, no state file, scratch directory, probe or process record, no
+process the run started still alive, no trace file loose in /tmp, and the root namespace's links,
+addresses, routes and both iptables backends' rules as they were before the run. The moments: as the state
 file appears (deploy under way), while a flow is traced (the monitor's file exists), and at random
 points. KPEMU_KILLS sets how many random kills (default 1; a soak runs many), KPEMU_KILL_SEED their
 seed.
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from kpemu.kernel import netns as nsmod
-from kpemu.statedir import PROBE_DIR, STATE_DIR, scratch_dir, state_path
+from kpemu.statedir import STATE_DIR, scratch_dir, state_path
 from tests.conftest import ROOT, SCENARIOS, needs_root
 from tests.integration.fabric_util import root_snapshot
 
@@ -121,7 +121,7 @@ def test_kill_then_destroy_all_leaves_nothing(moment: tuple[str, Callable[[], Ca
     _, err = destroy.communicate(timeout=120)
     assert destroy.returncode == 0, err
     assert not nsmod.list_netns("kp-")
-    records = [p for p in STATE_DIR.rglob("*") if p != PROBE_DIR] if STATE_DIR.is_dir() else []
+    records = [p for p in STATE_DIR.rglob("*") if p.is_file() or p.suffix == ".d"] if STATE_DIR.is_dir() else []
     assert not records, "state files, scratch files or probe records are left"
     deadline = time.monotonic() + 3
     while any(_alive(p) for p in seen) and time.monotonic() < deadline:
