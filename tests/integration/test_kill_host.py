@@ -129,3 +129,31 @@ def test_kill_then_destroy_all_leaves_nothing(moment: tuple[str, Callable[[], Ca
     assert not [p for p in seen if _alive(p)], "processes the run started are still running"
     assert _loose_trace_files() == loose
     assert root_snapshot() == before
+
+
+PROBE = "from kpemu.kernel.probe import probe; probe(kvm=False)"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_probe_interrupted_in_its_namespace_leaves_nothing(sig: signal.Signals) -> None:
+    """Ctrl-C while the start-up probe works in its namespace removes it on the way out; after a
+    SIGKILL, `destroy --all` finds it by its record."""
+    probe = subprocess.Popen([sys.executable, "-c", PROBE], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mine = f"kp-probe-{probe.pid}-"
+    try:
+        deadline = time.monotonic() + 30
+        while not nsmod.list_netns(mine) and probe.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert nsmod.list_netns(mine), "the probe never created its namespace"
+        probe.send_signal(sig)
+        probe.wait(timeout=30)
+    finally:
+        probe.kill()
+        probe.wait()
+    if sig == signal.SIGKILL:
+        destroy = _kpemu("destroy", "--all")
+        _, err = destroy.communicate(timeout=60)
+        assert destroy.returncode == 0, err
+    assert not nsmod.list_netns(mine)
+    assert not [p for p in STATE_DIR.rglob(f"{mine}*")]
