@@ -151,7 +151,7 @@ def _line(event: Any) -> int:
     return int(event.start_mark.line) + 1
 
 
-def check_events(text: str) -> None:
+def _check_events(text: str) -> None:
     """One pass over the YAML events: nesting depth, alias expansion, duplicate keys (raises _Bad)."""
     loader = _Loader(text)
     stack: list[_Frame] = []
@@ -210,6 +210,8 @@ def check_events(text: str) -> None:
         if "nesting depth" in str(getattr(e, "problem", "")):  # libyaml's own limit, met before ours
             raise _Bad("", f"nested more than {MAX_DEPTH} levels deep; no kpemu field nests that deep") from None
         return  # other syntax errors are reported with their line by the loader itself
+    finally:
+        loader.dispose()
 
 
 def _add(frame: _Frame, size: int, where: tuple[int | str, ...], aliases: int) -> None:
@@ -246,7 +248,7 @@ _Constructor.add_constructor("tag:yaml.org,2002:binary", _Constructor.construct_
 
 def _parse(text: str, file: str, many: bool) -> Any:
     try:
-        check_events(text)
+        _check_events(text)
         loader = _Constructor(text)
         try:
             if not many:
@@ -264,7 +266,7 @@ def _parse(text: str, file: str, many: bool) -> Any:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e)
         raise InputError([Problem(file, where, f"not valid YAML: {problem}")]) from None
-    except RecursionError:  # not reachable after check_events; kept so no input can raise a traceback
+    except RecursionError:  # not reachable after _check_events; kept so no input can raise a traceback
         raise InputError([Problem(file, "", f"nested too deeply; expected at most {MAX_DEPTH} levels")]) from None
 
 
