@@ -63,7 +63,7 @@ def load_state(lab: str) -> LabState | None:
         return None
 
 
-NEEDS_PRIVILEGE = "kpemu deploy/run/destroy need root or CAP_NET_ADMIN + CAP_SYS_ADMIN; run with sudo"
+NEEDS_PRIVILEGE = "kpemu {} need root or CAP_NET_ADMIN + CAP_SYS_ADMIN; run with sudo"
 CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21
 
 
@@ -79,10 +79,10 @@ def privileged() -> bool:
     return all(caps >> bit & 1 for bit in (CAP_NET_ADMIN, CAP_SYS_ADMIN))
 
 
-def require_root() -> None:
+def require_root(commands: str = "deploy/run/destroy") -> None:
     """Refuse (exit 3, one line) before anything is probed or created when this process cannot build labs."""
     if not privileged():
-        raise EnvironmentProblem(NEEDS_PRIVILEGE)
+        raise EnvironmentProblem(NEEDS_PRIVILEGE.format(commands))
 
 
 def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabState:
@@ -219,6 +219,8 @@ def labs() -> list[str]:
 def inspect(lab: str | None = None) -> dict[str, Any]:
     """Namespaces, interfaces with addresses, and routes of one lab or of all of them."""
     names = [lab] if lab else labs()
+    if names:  # reading a lab's interfaces means entering its namespaces
+        require_root("inspect/exec")
     present = set(nsmod.list_netns(PREFIX))
     out: dict[str, Any] = {"labs": []}
     for name in names:
@@ -252,6 +254,7 @@ def member_netns(lab: str, member: str) -> str:
 def exec_in(lab: str, member: str, cmd: list[str]) -> int:
     """Run `cmd` in a member's namespace with the terminal attached; return its exit code."""
     ns = member_netns(lab, member)
+    require_root("inspect/exec")
     try:
         return nsmod.run_in(ns, cmd, capture_output=False).returncode
     except FileNotFoundError:

@@ -15,7 +15,6 @@ import sys
 
 import pytest
 
-from kpemu.lab import NEEDS_PRIVILEGE
 from tests.conftest import ROOT, SCENARIOS, TOPOLOGIES, needs_root
 
 pytestmark = [needs_root, pytest.mark.root,
@@ -23,6 +22,7 @@ pytestmark = [needs_root, pytest.mark.root,
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=+dac_read_search",
           "--ambient-caps=+dac_read_search"]
+REFUSAL = "kpemu: kpemu deploy/run/destroy need root or CAP_NET_ADMIN + CAP_SYS_ADMIN; run with sudo\n"
 TOPO = str(TOPOLOGIES / "flannel-vxlan.yaml")
 SCENARIO = str(SCENARIOS / "nodeport-iptables.yaml")
 
@@ -38,7 +38,7 @@ def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
                                   ["destroy", "--all"], ["destroy", "flannel"]], ids=" ".join)
 def test_lab_commands_refuse_with_one_line(args: list[str]) -> None:
     res = as_nobody(*args)
-    assert (res.returncode, res.stdout, res.stderr) == (3, "", f"kpemu: {NEEDS_PRIVILEGE}\n")
+    assert (res.returncode, res.stdout, res.stderr) == (3, "", REFUSAL)
 
 
 def test_bad_input_is_still_exit_2_without_root() -> None:
@@ -52,3 +52,13 @@ def test_file_commands_work(args: list[str]) -> None:
     res = as_nobody(*args)
     assert res.returncode == 0, res.stderr
     assert res.stdout and "Traceback" not in res.stderr
+
+
+def test_inspect_and_exec_of_a_deployed_lab_refuse_with_one_line() -> None:
+    from tests.integration.fabric_util import deployed_lab
+
+    with deployed_lab(TOPOLOGIES / "flannel-vxlan.yaml", "hardening-nobody"):
+        for args in (["inspect", "hardening-nobody"], ["exec", "hardening-nobody", "node1", "--", "true"]):
+            res = as_nobody(*args)
+            assert (res.returncode, res.stderr) == (
+                3, "kpemu: kpemu inspect/exec need root or CAP_NET_ADMIN + CAP_SYS_ADMIN; run with sudo\n")
