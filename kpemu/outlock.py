@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from kpemu.errors import EnvironmentProblem
+from kpemu.errors import EnvironmentProblem, InputError, Problem
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -40,7 +40,11 @@ def out_dir_lock(out: Path) -> Iterator[None]:
             _held[key] -= 1
         return
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError([Problem(str(out), "--out", f"cannot be the output folder: {e.strerror or e}; "
+                                                     "give a directory (it is created if missing)")]) from None
     lock = out / LOCK_NAME
     try:
         fd = _acquire(lock)

@@ -74,3 +74,13 @@ def test_a_failure_leaves_no_folder_it_created(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError), out_dir_lock(out):
         raise RuntimeError("lab already exists")
     assert not out.exists()
+
+
+def test_a_file_is_not_an_output_folder(tmp_path: Path) -> None:
+    from kpemu.errors import InputError
+
+    (tmp_path / "f").write_text("x")
+    refused = "--out: cannot be the output folder: File exists"
+    with pytest.raises(InputError, match=refused), out_dir_lock(tmp_path / "f"):
+        pass
+    assert (tmp_path / "f").read_text() == "x"
