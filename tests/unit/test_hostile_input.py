@@ -198,7 +198,8 @@ CASES = [
          ("{file}: topology:", "key 'mtu' is given twice"), scenario=True),
     Case("scenario with a duplicate key", _scenario(str(TOPOLOGIES / "flannel-vxlan.yaml"), "settle: 1\nsettle: 2\n"),
          ("{file}: settle: key 'settle' is given twice (line 3 and line 4)",), scenario=True),
-    Case("scenario alias bomb", _scenario(str(TOPOLOGIES / "flannel-vxlan.yaml"), "x:\n" + textwrap.indent(_bomb(), "  ")),
+    Case("scenario alias bomb",
+         _scenario(str(TOPOLOGIES / "flannel-vxlan.yaml"), "x:\n" + textwrap.indent(_bomb(), "  ")),
          ("{file}: x.a", "alias bomb"), scenario=True),
     Case("scenario inline topology too large", _scenario("{" + "name: x, nodes: [" + ", ".join(
         f"{{name: n{i}, ip: 10.246.0.{i + 2}, podCIDR: 10.{i}.0.0/24}}" for i in range(40)) + "]}"),
