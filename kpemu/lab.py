@@ -1,30 +1,54 @@
 """Lab lifecycle: deploy, destroy, inspect, exec; a state file records what each lab created.
 
-State files live in /run/kpemu/labs/<lab>.json (tmpfs, like /run/netns, so both vanish together at
-reboot). The state file is written before the first namespace is created, so a deploy killed at
-any point can be cleaned up by `destroy NAME` or `destroy --all`, which also sweeps every
-namespace whose name starts with the kpemu prefix.
+State files live in /run/kpemu/labs/<lab>.json (see kpemu/statedir.py; tmpfs, like /run/netns, so
+both vanish together at reboot). The state file is written before the first namespace is created,
+and every namespace is marked with its lab as soon as it exists (kpemu/kernel/owner.py), so a
+deploy or run killed at any point is cleaned up by `destroy NAME` or `destroy --all`. A name prefix
+is never taken as ownership: without a state file, `destroy NAME` removes only namespaces marked
+as NAME's, and `destroy --all` only recorded labs, recorded probes and marked namespaces.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kpemu.errors import ApplyError, EnvironmentProblem, InputError, KpemuError
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.inspect import describe_netns
-from kpemu.kernel.labstate import PREFIX, STATE_DIR, LabState, load_state, state_path
+from kpemu.kernel.labstate import PREFIX, LabState, load_state
+from kpemu.kernel.owner import lab_owner, owner_of
+from kpemu.statedir import PROBE_DIR, STATE_DIR, scratch_dir, state_path
 
 if TYPE_CHECKING:  # the guest's agent imports this module: no model (pydantic) at import time
     from kpemu.model.topology import Topology
     from kpemu.plan.types import Plan
 
 
-def require_root() -> None:
-    if os.geteuid() != 0:
-        raise EnvironmentProblem("building a lab needs root (network namespaces)", "run as root, e.g. sudo kpemu ...")
+NEEDS_PRIVILEGE = "kpemu {} need root or CAP_NET_ADMIN + CAP_SYS_ADMIN; run with sudo"
+CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21
+
+
+def privileged() -> bool:
+    """Whether this process may build labs: root, or both capabilities in its effective set."""
+    if os.geteuid() == 0:
+        return True
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    caps = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("CapEff:")), 0)
+    return all(caps >> bit & 1 for bit in (CAP_NET_ADMIN, CAP_SYS_ADMIN))
+
+
+def require_root(commands: str = "deploy/run/destroy") -> None:
+    """Refuse (exit 3, one line) before anything is probed or created when this process cannot build labs."""
+    if not privileged():
+        raise EnvironmentProblem(NEEDS_PRIVILEGE.format(commands))
 
 
 def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabState:
@@ -53,36 +77,103 @@ def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabSta
     return state
 
 
-def destroy(lab: str) -> list[str]:
-    """Remove exactly what the lab's state file records (idempotent). Returns removed namespaces."""
+@dataclass
+class Removal:
+    """What `destroy` found: the namespaces and files it removed, and the namespaces it left alone."""
+
+    lab: str  # "" for --all
+    recorded: bool  # whether the lab had a state file
+    namespaces: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    left: dict[str, str] = field(default_factory=dict)  # namespace -> why it is not this lab's
+
+    def add(self, other: Removal) -> None:
+        self.namespaces += other.namespaces
+        self.files += other.files
+        self.left.update(other.left)
+
+    def summary(self) -> str:
+        """One paragraph for humans: what was removed, and what was found but left alone, and why."""
+        who = f"lab {self.lab}" if self.lab else "every kpemu lab"
+        if self.lab and not self.recorded and not self.namespaces:
+            head = f"{who}: no state file and no namespace marked as its own; removed nothing"
+        else:
+            head = f"{who}: removed {len(self.namespaces)} namespaces" + (
+                ": " + " ".join(self.namespaces) if self.namespaces else "")
+            if self.files:
+                head += f" and {len(self.files)} recorded files"
+        if self.left:
+            head += "\nleft alone (not " + (f"{self.lab}'s" if self.lab else "kpemu's") + "): " + ", ".join(
+                f"{ns} ({why})" for ns, why in sorted(self.left.items()))
+        return head
+
+
+def _remove_files(*paths: Path) -> list[str]:
+    removed = []
+    for p in paths:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(str(p))
+        elif p.exists():
+            p.unlink(missing_ok=True)
+            removed.append(str(p))
+    return removed
+
+
+def destroy(lab: str) -> Removal:
+    """Remove what `lab`'s state file records (idempotent), or without one, its marked namespaces.
+
+    A recorded namespace marked as another lab's is left alone (a stale state file must not remove
+    a lab deployed since); an unmarked recorded one is removed (the run was killed between creating
+    and marking it). The lab's scratch directory and state file go last.
+    """
     require_root()
     state = load_state(lab)
-    names = state.namespaces if state else nsmod.list_netns(f"{PREFIX}{lab}-")
-    removed = [ns for ns in names if nsmod.delete_netns(ns)]
-    state_path(lab).unlink(missing_ok=True)
-    return removed
+    out = Removal(lab, state is not None)
+    mine = lab_owner(lab)
+    for ns in state.namespaces if state else nsmod.list_netns(f"{PREFIX}{lab}-"):
+        who = owner_of(ns)
+        if who == mine or (state is not None and who is None):
+            if nsmod.delete_netns(ns):
+                out.namespaces.append(ns)
+        elif nsmod.netns_exists(ns):
+            out.left[ns] = f"marked {who}" if who else "not marked by kpemu"
+    out.files = _remove_files(scratch_dir(lab), state_path(lab))
+    return out
 
 
-def destroy_all() -> list[str]:
-    """Remove every recorded lab and every leftover kpemu namespace found by prefix."""
+def destroy_all() -> Removal:
+    """Remove every recorded lab, every recorded probe namespace and every namespace kpemu marked
+    (the CLI's `destroy --all` also stops every guest: kpemu.guest.stop_all)."""
     require_root()
-    removed: list[str] = []
-    for f in sorted(STATE_DIR.glob("*.json")) if STATE_DIR.exists() else []:
-        removed += destroy(f.stem)
+    out = Removal("", True)
+    for lab in labs():
+        out.add(destroy(lab))
+    probes = sorted(PROBE_DIR.iterdir()) if PROBE_DIR.is_dir() else []
+    for record in probes:
+        if nsmod.delete_netns(record.name):
+            out.namespaces.append(record.name)
+        out.files += _remove_files(record)
     for ns in nsmod.list_netns(PREFIX):
-        if nsmod.delete_netns(ns):
-            removed.append(ns)
-    return removed
+        who = owner_of(ns)
+        if who is None:
+            out.left[ns] = "not marked by kpemu"
+        elif nsmod.delete_netns(ns):
+            out.namespaces.append(ns)
+    out.files += _remove_files(*sorted(STATE_DIR.glob("*.d")) if STATE_DIR.is_dir() else [])
+    return out
 
 
 def labs() -> list[str]:
     """Names of recorded labs."""
-    return sorted(f.stem for f in STATE_DIR.glob("*.json")) if STATE_DIR.exists() else []
+    return sorted(f.stem for f in STATE_DIR.glob("*.json")) if STATE_DIR.is_dir() else []
 
 
 def inspect(lab: str | None = None) -> dict[str, Any]:
     """Namespaces, interfaces with addresses, and routes of one lab or of all of them."""
     names = [lab] if lab else labs()
+    if names:  # reading a lab's interfaces means entering its namespaces
+        require_root("inspect/exec")
     present = set(nsmod.list_netns(PREFIX))
     out: dict[str, Any] = {"labs": []}
     for name in names:
@@ -116,6 +207,7 @@ def member_netns(lab: str, member: str) -> str:
 def exec_in(lab: str, member: str, cmd: list[str]) -> int:
     """Run `cmd` in a member's namespace with the terminal attached; return its exit code."""
     ns = member_netns(lab, member)
+    require_root("inspect/exec")
     try:
         return nsmod.run_in(ns, cmd, capture_output=False).returncode
     except FileNotFoundError:

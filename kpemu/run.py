@@ -29,6 +29,7 @@ from kpemu.jobs.execute import COLLECTED
 from kpemu.jobs.verify import check_saved_rules
 from kpemu.kernel import counters
 from kpemu.model.scenario import Scenario
+from kpemu.outlock import holding_out_dir, out_dir_lock
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Interface, Plan
 from kpemu.report.html import render_html
@@ -188,6 +189,7 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
     )
 
 
+@holding_out_dir
 def resolved(sc: Scenario, runtime: str) -> Scenario:
     """The scenario with what depends on the machine decided: randomFully from the iptables version,
     nfacct from what the kernel of `runtime` (host or vm) can create."""
@@ -251,6 +253,7 @@ def run_files(out: Path) -> list[str]:
     return top + subs
 
 
+@holding_out_dir
 def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
                  reason: str = "", trace: bool = True, progress: Progress = _quiet) -> RunResult:
     """Run one (resolved) scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/,
@@ -291,12 +294,23 @@ def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update
     """The kernel half of each scenario in the guest (the warm one if up, else one cold boot for all),
     then the analysis here; results, and (name, error) for each scenario whose collection failed."""
     from kpemu import guest
-    from kpemu.capture.tcpdump import render_pcaps
-    from kpemu.jobs.execute import prepare_out
 
     release = guest.kernel_release()
     reqs = [("collect", {"job": {**scenario_job(sc, trace, release), "render": False}}) for sc, _ in scenarios]
-    how, answers = guest.send(reqs, cold_root, progress)
+    with contextlib.ExitStack() as held:  # each output folder is this run's from here on
+        for _, out in scenarios:
+            held.enter_context(out_dir_lock(out))
+        how, answers = guest.send(reqs, cold_root, progress)
+        return _analyse_guest_runs(scenarios, answers, how, update_goldens, reason, progress)
+
+
+def _analyse_guest_runs(scenarios: list[tuple[Scenario, Path]], answers: list[tuple[Path, dict]], how: str,
+                        update_goldens: bool, reason: str, progress: Progress,
+                        ) -> tuple[list[RunResult], list[tuple[str, KpemuError]]]:
+    """Move what the guest collected into each output folder, render its captures, analyse it."""
+    from kpemu.capture.tcpdump import render_pcaps
+    from kpemu.jobs.execute import prepare_out
+
     results, failed = [], []
     for (sc, out), (work, res) in zip(scenarios, answers, strict=True):
         if res["rc"] != 0:

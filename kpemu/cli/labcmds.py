@@ -18,6 +18,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from kpemu.runtime import choose_runtime
 
     topo = load_topology(resolve(args.file))
+    lab.require_root()
     runtime, reason = choose_runtime(args.runtime, [(topo.cni, topo.kubeProxy.mode)])
     console = human_console()
     if runtime == "vm":
@@ -38,20 +39,21 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 def cmd_destroy(args: argparse.Namespace) -> int:
     from kpemu import guest, lab
 
+    if not args.all and not args.name:
+        raise InputError("kpemu destroy: give a lab NAME or --all")
+    lab.require_root()
     if args.all:
-        removed = lab.destroy_all()
+        print(lab.destroy_all().summary())
         stopped = guest.stop_all()
         if stopped:
             print(f"stopped the guest (pids {' '.join(map(str, stopped))})")
-    elif args.name:
-        if lab.load_state(args.name) is None and (res := guest.lab_request("destroy", lab=args.name)) is not None \
-                and res.get("removed"):
-            removed = res["removed"]
-        else:
-            removed = lab.destroy(args.name)
-    else:
-        raise InputError("kpemu destroy: give a lab NAME or --all")
-    print(f"removed {len(removed)} namespaces" + (": " + " ".join(removed) if removed else ""))
+        return 0
+    if lab.load_state(args.name) is None:
+        res = guest.lab_request("destroy", lab=args.name)
+        if res is not None and res.get("removed"):
+            print(f"in the guest: {res['summary']}")
+            return 0
+    print(lab.destroy(args.name).summary())
     return 0
 
 

@@ -16,13 +16,10 @@ if TYPE_CHECKING:
 def _check_file(ref: str) -> dict[str, Any]:
     """One file's validation result: {file, kind, ok, problems}."""
     from kpemu.examples import resolve
-    from kpemu.model import load_topology
-    from kpemu.model.scenario import is_scenario_file, load_scenario
+    from kpemu.model.scenario import Scenario, load_file
 
     try:
-        path = resolve(ref)
-        kind = "scenario" if is_scenario_file(path) else "topology"
-        load_scenario(path) if kind == "scenario" else load_topology(path)
+        kind = "scenario" if isinstance(load_file(resolve(ref)), Scenario) else "topology"
         return {"file": ref, "kind": kind, "ok": True, "problems": []}
     except InputError as e:
         return {"file": ref, "kind": None, "ok": False,

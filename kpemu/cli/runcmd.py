@@ -31,6 +31,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
         raise InputError(f"kpemu run: scenario {', '.join(dups)} given twice")
+    from kpemu.lab import require_root
+
+    require_root()
     console = human_console(stderr=args.json)
     several = len(scenarios) > 1
     if args.compare_modes:

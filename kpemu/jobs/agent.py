@@ -58,8 +58,8 @@ def handle(root: Path, req: dict[str, Any]) -> dict[str, Any]:
             save_rules(job["nodes"], job["backend"], job["ipvs"], work / "rules")
             return {"rc": 0, "namespaces": state.namespaces, "seconds": state.deploy_seconds}
         if kind == "destroy":
-            removed = lab.destroy_all() if req.get("all") else lab.destroy(req["lab"])
-            return {"rc": 0, "removed": removed}
+            removal = lab.destroy_all() if req.get("all") else lab.destroy(req["lab"])
+            return {"rc": 0, "removed": removal.namespaces, "summary": removal.summary()}
         if kind == "inspect":
             return {"rc": 0, "data": lab.inspect(req.get("lab"))}
         if kind == "exec":

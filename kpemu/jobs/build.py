@@ -15,6 +15,7 @@ from typing import Any
 from kpemu.analyse.explain import flow_match
 from kpemu.capture.points import capture_points
 from kpemu.kernel.labstate import PREFIX
+from kpemu.kernel.owner import alias, lab_owner
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, batch_step, fabric_steps, sysctl_steps
@@ -87,7 +88,7 @@ def proxy_steps(topo: Topology, node: str, ns: str, kernel: tuple[int, int]) -> 
 
 def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[dict]]:
     """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations."""
-    steps = fabric_steps(plan)
+    steps = fabric_steps(plan, alias(lab_owner(topo.name)))
     expected: list[dict] = []
     for node in topo.nodes:
         s, e = proxy_steps(topo, node.name, plan.netns(node.name), kernel)

@@ -38,6 +38,7 @@ from kpemu.kernel import netns as nsmod
 from kpemu.kernel.labstate import LabState, state_path
 from kpemu.kernel.trace import FlowMatch, start_tracing
 from kpemu.plan.types import Interface
+from kpemu.statedir import scratch_dir
 from kpemu.traffic.client import connections
 from kpemu.traffic.server import PodServers, open_sockets
 
@@ -199,8 +200,8 @@ def run_flow(flow: dict[str, Any], gap: float = 0.0) -> dict[str, Any]:
 def _traced_flow(job: dict[str, Any], flow: dict[str, Any], out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     nodes, backend, ipvs = job["nodes"], job["backend"], job["ipvs"]
     before = counters.snapshot(nodes, backend, ipvs)
-    session = start_tracing(nodes, FlowMatch(**{**flow["match"], "backends": tuple(
-        tuple(b) for b in flow["match"]["backends"])}), backend)
+    match = FlowMatch(**{**flow["match"], "backends": tuple(tuple(b) for b in flow["match"]["backends"])})
+    session = start_tracing(nodes, match, backend, workdir=scratch_dir(job["lab"]))
     try:
         result = run_flow(flow, gap=TRACE_GAP if session.unavailable is None else 0.0)
     finally:
@@ -298,10 +299,10 @@ def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> floa
     The lab is destroyed on every way out, Ctrl-C and SIGTERM included.
     """
     started = time.perf_counter()
-    prepare_out(out)
     with _sigterm_as_interrupt():
         state = deploy(job, progress)
         try:
+            prepare_out(out)  # only once the lab is ours: a refused run leaves the folder alone
             col = _traffic(job, out, progress)
         finally:
             with _signals_blocked(), timed("destroy the lab"):

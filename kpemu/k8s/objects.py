@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kpemu.errors import InputError, Problem
-from kpemu.model.load import read_yaml
+from kpemu.model.load import read_stdin_yaml, read_yaml
 
 KINDS = ("Node", "Pod", "Service", "EndpointSlice", "Endpoints", "KubeProxyConfiguration")
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -77,8 +77,6 @@ def _flatten(doc: object, file: str, where: str, out: list[K8sObject], problems:
 
 
 def _files(source: str) -> list[Path]:
-    if source == "-":
-        return [Path("/dev/stdin")]
     path = Path(source)
     if path.is_dir():
         return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _MANIFEST_SUFFIXES)
@@ -108,10 +106,17 @@ def read_objects(sources: Iterable[str]) -> list[K8sObject]:
     out: list[K8sObject] = []
     problems: list[Problem] = []
     for source in sources:
+        if source == "-":
+            _collect(read_stdin_yaml(documents=True), "-", out, problems)
+            continue
         for path in _files(source):
-            _collect(read_yaml(path, documents=True), "-" if source == "-" else str(path), out, problems)
+            _collect(read_yaml(path, documents=True), str(path), out, problems)
     if problems:
         raise InputError(problems)
     if not out:
-        raise InputError([Problem(", ".join(sources), "", "no Kubernetes objects found")])
+        dirs = [s for s in sources if s != "-" and Path(s).is_dir()]
+        what = ("is a directory with no Kubernetes manifests in it; expected a regular YAML file or a directory "
+                "of manifests (*.yaml, *.yml, *.json)") if dirs and len(dirs) == len(sources) else \
+            "no Kubernetes objects found"
+        raise InputError([Problem(", ".join(sources), "", what)])
     return out

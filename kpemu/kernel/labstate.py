@@ -7,12 +7,11 @@ reboot). Standard library only: the executor of a run writes it, in the guest to
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+
+from kpemu.statedir import STATE_DIR, state_path
 
 PREFIX = "kp-"
-STATE_DIR = Path(os.environ.get("KPEMU_STATE_DIR", "/run/kpemu/labs"))
 
 
 @dataclass
@@ -33,10 +32,6 @@ class LabState:
         tmp = STATE_DIR / f".{self.lab}.json.tmp"
         tmp.write_text(json.dumps(asdict(self), indent=2))
         tmp.replace(state_path(self.lab))
-
-
-def state_path(lab: str) -> Path:
-    return STATE_DIR / f"{lab}.json"
 
 
 def load_state(lab: str) -> LabState | None:

@@ -39,6 +39,11 @@ def list_netns(prefix: str = "") -> list[str]:
         return []
 
 
+def netns_exists(name: str) -> bool:
+    """Whether the named namespace exists."""
+    return (RUN_DIR / name).exists()
+
+
 def create_netns(name: str) -> None:
     """Create a named namespace (`ip netns add`); FileExistsError if it already exists."""
     if (RUN_DIR / name).exists():

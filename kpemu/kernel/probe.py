@@ -22,6 +22,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kpemu.kernel import netns as nsmod
+from kpemu.kernel.owner import PROBE_OWNER, mark
+from kpemu.statedir import PROBE_DIR
+
 CNIS = ("flannel-vxlan", "calico-ipip")
 PROXY_MODES = ("iptables", "ipvs")
 PROBE_PREFIX = "kp-probe-"
@@ -325,11 +329,13 @@ def probe(kvm: bool = True) -> Capabilities:
         caps.seconds = time.monotonic() - t0
         return caps
 
-    from pyroute2 import netns as pr_netns
-
     ns = f"{PROBE_PREFIX}{os.getpid()}-{secrets.token_hex(2)}"
-    pr_netns.create(ns)
+    record = PROBE_DIR / ns  # recorded before it exists, so `destroy --all` finds it after any kill
+    PROBE_DIR.mkdir(parents=True, exist_ok=True)
+    record.write_text(f"{os.getpid()}\n")
     try:
+        nsmod.create_netns(ns)
+        mark(ns, PROBE_OWNER)
         p = _Prober(ns)
         p.links()
         p.ipvs()
@@ -337,7 +343,8 @@ def probe(kvm: bool = True) -> Capabilities:
         p.netfilter()
         caps.features.update(p.found)
     finally:
-        _delete_netns(ns)
+        nsmod.delete_netns(ns)
+        record.unlink(missing_ok=True)
     caps.seconds = time.monotonic() - t0
     return caps
 
@@ -348,10 +355,3 @@ def _kernel_feature_names() -> list[str]:
     names += ["iptables-nft", "iptables-legacy", "iptables", "random-fully"]
     names += [f"match:{m}" for m in MATCHES] + ["TRACE", "conntrack", "br_netfilter"]
     return names
-
-
-def _delete_netns(ns: str) -> None:
-    from pyroute2 import netns as pr_netns
-
-    if Path("/run/netns", ns).exists():
-        pr_netns.remove(ns)

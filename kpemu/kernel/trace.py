@@ -157,8 +157,12 @@ def _monitor_socket_ready(pid: int) -> bool:
     return False
 
 
-def start_tracing(nodes: dict[str, str], match: FlowMatch, backend: str = "nft") -> TraceSession:
-    """Install the flow's TRACE rules and start a confirmed monitor in every node namespace."""
+def start_tracing(nodes: dict[str, str], match: FlowMatch, backend: str = "nft", *, workdir: Path) -> TraceSession:
+    """Install the flow's TRACE rules and start a confirmed monitor in every node namespace.
+
+    The monitors write into temporary files in `workdir` (the lab's scratch directory,
+    kpemu/statedir.py), which `destroy` removes with the lab if this process is killed.
+    """
     session = TraceSession(match, backend, dict(nodes))
     if backend != "nft":
         session.unavailable = ("rule tracing needs the nft iptables backend (kubeProxy.backend: nft): with "
@@ -180,8 +184,9 @@ def start_tracing(nodes: dict[str, str], match: FlowMatch, backend: str = "nft")
             if res.returncode != 0:
                 raise ApplyError(f"{ns}: could not add TRACE rules: {res.stderr.strip()}")
             session.installed.append(node)
+        workdir.mkdir(parents=True, exist_ok=True)
         for node, ns in nodes.items():
-            fd, name = tempfile.mkstemp(prefix=f"kpemu-trace-{node}-", suffix=".txt")
+            fd, name = tempfile.mkstemp(prefix=f"trace-{node}-", suffix=".txt", dir=workdir)
             session.files[node] = Path(name)
             with os.fdopen(fd, "w") as out:
                 session.procs[node] = popen_in(ns, argv, stdout=out, stderr=subprocess.STDOUT)

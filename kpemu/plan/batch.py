@@ -88,8 +88,11 @@ def is_namespace_wide(s: Sysctl) -> bool:
     return not (len(parts) > 4 and parts[2] in ("conf", "neigh") and parts[3] not in ("all", "default"))
 
 
-def fabric_steps(plan: Plan) -> list[Step]:
-    """The steps that build the plan's namespaces and wiring (not its netfilter rules), in order."""
+def fabric_steps(plan: Plan, mark: str = "") -> list[Step]:
+    """The steps that build the plan's namespaces and wiring (not its netfilter rules), in order.
+
+    `mark` becomes each namespace's loopback alias in its first batch (kpemu.kernel.owner: whose it is).
+    """
     steps = [batch_step("create the namespaces", None, (f"netns add {ns.name}" for ns in plan.namespaces))]
     steps += sysctl_steps("namespace sysctls", (s for s in plan.sysctls if is_namespace_wide(s)))
     veths = []
@@ -101,6 +104,8 @@ def fabric_steps(plan: Plan) -> list[Step]:
     if veths:
         steps.append(batch_step("create the veth pairs", None, veths))
     links = _PerNs()
+    for ns in plan.namespaces if mark else ():
+        links.add(ns.name, f"link set lo alias {mark}")
     for br in plan.bridges:
         links.add(br.ns, f"link add {br.name} mtu {br.mtu} type bridge")
     for x in plan.vxlans:

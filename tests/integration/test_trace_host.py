@@ -38,6 +38,7 @@ from kpemu.kernel.trace import FlowMatch, start_tracing
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
 from kpemu.proxy.iptables import iptables_rules, restore_text
+from kpemu.statedir import scratch_dir
 from kpemu.traffic.procs import stop_processes
 from kpemu.traffic.runner import start_servers
 from tests.conftest import TOPOLOGIES, needs_root
@@ -83,7 +84,7 @@ def _traced(topo: Topology, state: lab.LabState, member: str, client: str, dst: 
             tag: str) -> tuple[dict, dict[str, list[TracedPacket]], dict[str, list]]:
     nodes = {n.name: state.members[n.name] for n in topo.nodes}
     before = snapshot(nodes)
-    session = start_tracing(nodes, FlowMatch("tcp", client, dst, port, BACKENDS, tag))
+    session = start_tracing(nodes, FlowMatch("tcp", client, dst, port, BACKENDS, tag), workdir=scratch_dir(topo.name))
     assert session.unavailable is None
     try:
         conn = _connect(state, member, dst, port)
