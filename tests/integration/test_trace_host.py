@@ -33,7 +33,6 @@ from kpemu.analyse.hooks import compare_with_seed002, hooks_only
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.counters import snapshot
-from kpemu.kernel.netfilter import restore, save
 from kpemu.kernel.trace import FlowMatch, start_tracing
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
@@ -46,6 +45,17 @@ from tests.conftest import TOPOLOGIES, needs_root
 pytestmark = [needs_root, pytest.mark.root]
 SVC = base64.b32encode(hashlib.sha256(b"default/web:httptcp").digest()).decode()[:16]
 BACKENDS = (("10.244.0.2", 80), ("10.244.1.5", 80), ("10.244.1.6", 80))
+
+
+def save(ns: str, backend: str = "nft", table: str | None = None) -> str:
+    """`iptables-save` in `ns` (one table or all)."""
+    return nsmod.run_in(ns, [f"iptables-{backend}-save", *(["-t", table] if table else [])]).stdout
+
+
+def restore(ns: str, text: str, backend: str = "nft") -> None:
+    """`iptables-restore --noflush` of `text` in `ns`."""
+    res = nsmod.run_in(ns, [f"iptables-{backend}-restore", "--noflush", "--wait"], input=text)
+    assert res.returncode == 0, res.stderr
 
 
 def sep(ip: str) -> str:
