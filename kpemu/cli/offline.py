@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kpemu.proxy.render import FORMATS
+
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from kpemu.model import load_topology
@@ -45,8 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("rules", help="the exact state kube-proxy would program on a node")
     s.add_argument("file")
     s.add_argument("--node", required=True)
-    s.add_argument("--format", default="all",
-                   choices=["iptables-restore", "iptables-save", "ipset", "ipvs", "all"])
+    s.add_argument("--format", default="all", choices=FORMATS)
     s.set_defaults(func=cmd_rules)
 
     s = sub.add_parser("graph", help="the topology as a picture (Mermaid, Graphviz dot or HTML)")

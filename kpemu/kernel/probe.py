@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kpemu.proxy.modes import MODES
+
 CNIS = ("flannel-vxlan", "calico-ipip")
-PROXY_MODES = ("iptables", "ipvs")
+PROXY_MODES = tuple(MODES)
 PROBE_PREFIX = "kp-probe-"
 KVM_CACHE_DIR = Path("/run/kpemu")
 
@@ -48,11 +50,7 @@ _CNI = {
     "flannel-vxlan": ["vxlan", "br_netfilter"],
     "calico-ipip": ["ipip", "ipset:hash:ip"],
 }
-_MODE = {
-    "iptables": ["match:statistic"],
-    "ipvs": ["ip_vs", "dummy", "ipset:hash:ip,port", "ipset:hash:ip,port,ip", "ipset:hash:ip,port,net",
-             "ipset:bitmap:port", "match:set", "tool:ipset", "tool:ipvsadm"],
-}
+_MODE = {name: list(m.features) for name, m in MODES.items()}  # from the proxy-mode registry
 # What a guest kernel must provide for every CNI x mode (the modules behind the kernel features).
 GUEST_FEATURES = ("ip_vs", "ipip", "dummy")
 

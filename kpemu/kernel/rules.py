@@ -8,6 +8,7 @@ balancer) follow, appended after kube-proxy's jumps as those daemons do on a rea
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import os
 
@@ -16,6 +17,7 @@ from kpemu.kernel.fabric import write_sysctls
 from kpemu.model.names import netns_name
 from kpemu.model.topology import Topology
 from kpemu.plan.types import Plan, Sysctl
+from kpemu.proxy.modes import mode_of
 from kpemu.proxy.versions import flavour_for
 
 
@@ -34,25 +36,34 @@ def kernel_release() -> tuple[int, int]:
 
 
 def apply_kube_proxy(topo: Topology, node: str) -> None:
-    """Program one node exactly as kube-proxy would, and verify the read-back."""
-    ns = netns_name(topo.name, node)
-    backend = topo.kubeProxy.backend
-    if topo.kubeProxy.mode == "ipvs":
-        from kpemu.kernel.ipset import apply_ipsets
-        from kpemu.kernel.ipvs import apply_ipvs
-        from kpemu.proxy.iptables import kube_proxy_chains
-        from kpemu.proxy.ipvs import ipvs_rules
-        from kpemu.proxy.save import ruleset_from_restore, save_text
+    """Program one node exactly as kube-proxy would, and verify the read-back (the mode registry
+    names the function that does it for the topology's mode)."""
+    module, _, func = mode_of(topo).apply.partition(":")
+    getattr(importlib.import_module(module), func)(topo, node)
 
-        state = ipvs_rules(topo, node, kernel=kernel_release())
-        apply_ipsets(ns, state.ipsets)
-        rs = ruleset_from_restore(state.restore_text())
-        netfilter.apply_and_verify(ns, state.restore_text(), save_text(rs, backend), kube_proxy_chains(rs), backend)
-        apply_ipvs(ns, state)
-        return
+
+def apply_ipvs(topo: Topology, node: str) -> None:
+    """IPVS mode: ipsets, iptables rules, then virtual servers through netlink."""
+    from kpemu.kernel.ipset import apply_ipsets
+    from kpemu.kernel.ipvs import apply_ipvs as apply_virtual_servers
+    from kpemu.proxy.iptables import kube_proxy_chains
+    from kpemu.proxy.ipvs import ipvs_rules
+    from kpemu.proxy.save import ruleset_from_restore, save_text
+
+    ns, backend = netns_name(topo.name, node), topo.kubeProxy.backend
+    state = ipvs_rules(topo, node, kernel=kernel_release())
+    apply_ipsets(ns, state.ipsets)
+    rs = ruleset_from_restore(state.restore_text())
+    netfilter.apply_and_verify(ns, state.restore_text(), save_text(rs, backend), kube_proxy_chains(rs), backend)
+    apply_virtual_servers(ns, state)
+
+
+def apply_iptables(topo: Topology, node: str) -> None:
+    """iptables mode: one iptables-restore, read back with iptables-save; route_localnet if needed."""
     from kpemu.proxy.iptables import iptables_rules, kube_proxy_chains, restore_text
     from kpemu.proxy.save import save_text
 
+    ns, backend = netns_name(topo.name, node), topo.kubeProxy.backend
     rs = iptables_rules(topo, node)
     netfilter.apply_and_verify(ns, restore_text(rs), save_text(rs, backend), kube_proxy_chains(rs), backend)
     if needs_route_localnet(topo):

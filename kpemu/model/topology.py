@@ -18,8 +18,10 @@ LabName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")]
 IPv4 = Annotated[str, Field(description="an IPv4 address such as 10.246.198.17")]
 CIDR = Annotated[str, Field(description="an IPv4 network such as 10.244.0.0/16")]
 
-OLDEST_MINOR, NEWEST_MINOR = 10, 33  # kube-proxy releases 1.10 .. 1.33 are modelled
+OLDEST_MINOR, NEWEST_MINOR = 10, 35  # kube-proxy releases 1.10 .. 1.35 are modelled
 NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
+# nftables mode (alpha in 1.29) is modelled from 1.30's layout on (kpemu.proxy.nftables.eras).
+OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 30, 35
 
 
 def _check_ip(value: str) -> str:
@@ -45,7 +47,7 @@ class Strict(BaseModel):
 class KubeProxy(Strict):
     """kube-proxy settings that change what it programs."""
 
-    mode: Literal["iptables", "ipvs"] = "iptables"
+    mode: Literal["iptables", "ipvs", "nftables"] = "iptables"
     version: str = NEWEST_KUBE_PROXY
     clusterCIDR: CIDR | None = None
     masqueradeAll: bool = False

@@ -1,0 +1,144 @@
+"""What `nft list table ip kube-proxy` prints for a table (nft 1.0.6 formatting).
+
+The deploy reads the table back from the kernel and compares it with this text line by line.
+Listing rules (observed with nft 1.0.6, reference section 4.5): sets and maps first, then chains,
+each in creation order, separated by blank lines; base chains print named priorities
+(`dstnat - 10`) where nft knows one for that hook; set elements are sorted by key, eight
+addresses per line, one concatenated or map element per line; expressions print in nft's
+canonical form (`mark set mark or M` -> `meta mark set meta mark | M`, a one-element anonymous
+set loses its braces, `,` separators lose the space before them).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from kpemu.proxy.nftables.tx import BaseHook, Chain, Element, NSet, Table, quote
+
+# (name, value, hooks it is printed for; None = every hook), nft's std_prios for family ip.
+_STD_PRIOS = (("raw", -300, None), ("mangle", -150, None), ("dstnat", -100, ("prerouting",)),
+              ("filter", 0, None), ("security", 50, None), ("srcnat", 100, ("postrouting",)))
+_PROTO_NUM = {"tcp": 6, "udp": 17, "sctp": 132}
+_ELEMENT_WRAP = ",\n\t\t\t     "
+
+
+def priority_text(hook: BaseHook) -> str:
+    """nft's prio2str: a standard name (with an offset up to +-10) where valid for the hook."""
+    for name, value, hooks in _STD_PRIOS:
+        if hooks is not None and hook.hook not in hooks:
+            continue
+        off = hook.priority - value
+        if off == 0:
+            return name
+        if abs(off) <= 10:
+            return f"{name} {'+' if off > 0 else '-'} {abs(off)}"
+    return str(hook.priority)
+
+
+def duration_text(seconds: int) -> str:
+    """nft's time format: 10800 -> 3h, 90 -> 1m30s."""
+    out = ""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        n, seconds = divmod(seconds, size)
+        if n:
+            out += f"{n}{unit}"
+    return out or "0s"
+
+
+def _hex32(v: str) -> str:
+    return f"0x{int(v, 16):08x}"
+
+
+def _anon_set(m: re.Match[str]) -> str:
+    items = [i.strip() for i in m.group(2).split(",")]
+    if len(items) == 1:
+        return f"{m.group(1)}{items[0]}"
+    items.sort(key=lambda i: int(ipaddress.IPv4Network(i, strict=False).network_address))
+    return f"{m.group(1)}{{ {', '.join(items)} }}"
+
+
+def rule_text(text: str) -> str:
+    """A rule as kube-proxy writes it -> as nft lists it."""
+    t = re.sub(r"^mark set mark or (0x[0-9a-f]+)$", lambda m: f"meta mark set meta mark | {_hex32(m[1])}", text)
+    t = re.sub(r"^mark set mark xor (0x[0-9a-f]+)$", lambda m: f"meta mark set meta mark ^ {_hex32(m[1])}", t)
+    t = re.sub(r"^mark and (0x[0-9a-f]+) == 0 return$",
+               lambda m: f"meta mark & {_hex32(m[1])} == 0x00000000 return", t)
+    t = re.sub(r"(ip [sd]addr (?:!= )?)\{ ([^}]*) \}", _anon_set, t)
+    return t.replace(" , ", ", ")
+
+
+def _element_key(e: Element) -> tuple[int, ...]:
+    out = []
+    for part in e.key:
+        if part in _PROTO_NUM:
+            out.append(_PROTO_NUM[part])
+        elif part.isdigit():
+            out.append(int(part))
+        else:
+            out.append(int(ipaddress.IPv4Address(part)))
+    return tuple(out)
+
+
+def _element_text(e: Element) -> str:
+    text = " . ".join(e.key)
+    if e.comment is not None:
+        text += f" comment {quote(e.comment)}"
+    if e.value is not None:
+        text += f" : {e.value}"
+    return text
+
+
+def _elements(s: NSet) -> str:
+    elems = sorted(s.elements, key=_element_key)
+    simple = s.kind == "set" and " . " not in s.type
+    out, count = [], 0
+    for i, e in enumerate(elems):
+        if i:
+            count += 1
+            out.append(", " if simple and count < 8 else _ELEMENT_WRAP)
+            if simple and count >= 8:
+                count = 0
+        out.append(_element_text(e))
+    return "{ " + "".join(out) + " }"
+
+
+def _set_lines(s: NSet) -> list[str]:
+    lines = [f"\t{s.kind} {s.name} {{", f"\t\ttype {s.type}"]
+    if s.flags:
+        lines.append(f"\t\tflags {','.join(s.flags)}")
+    if s.timeout is not None:
+        lines.append(f"\t\ttimeout {duration_text(s.timeout)}")
+    if "dynamic" in s.flags:
+        lines.append("\t\tsize 65535")
+    if s.comment is not None:
+        lines.append(f"\t\tcomment {quote(s.comment)}")
+    if s.elements:
+        lines.append(f"\t\telements = {_elements(s)}")
+    return [*lines, "\t}"]
+
+
+def _chain_lines(c: Chain) -> list[str]:
+    lines = [f"\tchain {c.name} {{"]
+    if c.hook:
+        lines.append(f"\t\ttype {c.hook.type} hook {c.hook.hook} priority {priority_text(c.hook)}; policy accept;")
+    if c.comment is not None:
+        lines.append(f"\t\tcomment {quote(c.comment)}")
+    for r in c.rules:
+        tail = f" comment {quote(r.comment)}" if r.comment is not None else ""
+        lines.append(f"\t\t{rule_text(r.text)}{tail}")
+    return [*lines, "\t}"]
+
+
+def listing(table: Table) -> str:
+    """The text of `nft list table ip kube-proxy` for `table`."""
+    blocks = [_set_lines(s) for s in table.sets.values()] + [_chain_lines(c) for c in table.chains.values()]
+    head = ["table ip kube-proxy {"]
+    if table.comment is not None:
+        head.append(f"\tcomment {quote(table.comment)}")
+    body: list[str] = []
+    for i, b in enumerate(blocks):
+        if i:
+            body.append("")
+        body += b
+    return "\n".join([*head, *body, "}"]) + "\n"
