@@ -29,10 +29,12 @@ from kpemu.capture.points import capture_file_stem, capture_points, point_name
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
 from kpemu.errors import EnvironmentProblem
 from kpemu.kernel import counters
+from kpemu.kernel.nfttrace import start_nft_tracing
 from kpemu.kernel.trace import start_tracing
 from kpemu.model.scenario import ResolvedFlow, Scenario
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Interface, Plan
+from kpemu.proxy.modes import mode_of
 from kpemu.report.html import render_html
 from kpemu.report.markdown import render_markdown
 from kpemu.traffic.procs import stop_processes
@@ -134,7 +136,10 @@ def _traced_flow(sc: Scenario, flow: ResolvedFlow, nodes: dict[str, str], member
     """Run one flow between two counter snapshots with its packets traced in every node namespace."""
     kp = sc.topology.kubeProxy
     data = TraceData(before=counters.snapshot(nodes, kp.backend, kp.mode == "ipvs"))
-    session = start_tracing(nodes, flow_match(sc.topology, flow), kp.backend)
+    if mode_of(sc.topology).trace == "nft-monitor":
+        session = start_nft_tracing(nodes, flow_match(sc.topology, flow))
+    else:
+        session = start_tracing(nodes, flow_match(sc.topology, flow), kp.backend)
     try:
         result = run_flow(flow, members, gap=TRACE_GAP if session.unavailable is None else 0.0)
     finally:

@@ -15,13 +15,16 @@ def _out(ns: str, argv: list[str]) -> str:
 
 
 def save_rules(nodes: dict[str, str], backend: str, ipvs: bool, rules_dir: Path) -> None:
-    """rules/<node>.iptables-save, .ipset and (IPVS mode) .ipvs, as the kernel reports them."""
+    """rules/<node>.iptables-save, .ipset, (IPVS mode) .ipvs and (nftables mode) .nft, as the kernel reports them."""
     rules_dir.mkdir(parents=True, exist_ok=True)
     for node, ns in nodes.items():
         (rules_dir / f"{node}.iptables-save").write_text(_out(ns, [SAVE.get(backend, "iptables-save")]))
         (rules_dir / f"{node}.ipset").write_text(_out(ns, ["ipset", "save"]))
         if ipvs:
             (rules_dir / f"{node}.ipvs").write_text(_out(ns, ["ipvsadm", "-Sn"]))
+        nft = _out(ns, ["nft", "list", "table", "ip", "kube-proxy"])
+        if not nft.startswith("# "):  # nftables mode: kube-proxy's table as the kernel lists it
+            (rules_dir / f"{node}.nft").write_text(nft)
 
 
 def conntrack_text(ns: str) -> str:
