@@ -13,6 +13,8 @@ from kpemu.errors import InputError, KpemuError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from kpemu.model.scenario import Scenario
+
 
 def cmd_run(args: argparse.Namespace) -> int:
 
@@ -88,52 +90,68 @@ def cmd_run(args: argparse.Namespace) -> int:
     return worst
 
 
-MODES = ("iptables", "ipvs")
+MODES = ("iptables", "ipvs", "nftables")  # kpemu.proxy.modes.MODES, in comparison order
+
+
+def _variants(file: str, notes: dict[str, str]) -> dict[str, Scenario]:
+    """The scenario in every mode its kube-proxy release has (a mode it lacks gets a note)."""
+    from kpemu.model.scenario import load_scenario
+
+    out = {}
+    for m in MODES:
+        try:
+            out[m] = load_scenario(file, m)
+        except InputError as e:
+            if m == "iptables":
+                raise
+            notes[m] = f"not run: {e}"
+    return out
 
 
 def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: Path, extra: list[str]) -> int:
-    """`kpemu run FILE --compare-modes`: the flows under iptables and IPVS, ledgers side by side.
+    """`kpemu run FILE --compare-modes`: the flows under iptables, IPVS and nftables, ledgers side by side.
 
-    Each mode's half runs where its kernel needs are met (`choose_runtimes`): on this kernel, or
-    in the guest (one boot for both halves when neither can run here). Each half writes
-    <base>/<mode>/; the comparison is printed from the two hops.json files.
+    Each mode's part runs where its kernel needs are met (`choose_runtimes`): on this kernel, or
+    in the guest (one boot for every mode when none can run here). Each part writes <base>/<mode>/;
+    each other mode's ledger is printed next to iptables mode's from the hops.json files.
     """
     from kpemu.analyse.expect import fixed_ports
-    from kpemu.model.scenario import load_scenario
     from kpemu.report.compare import print_comparison
     from kpemu.report.terminal import print_summary
     from kpemu.run import choose_runtimes, guest_argv, run_scenario
 
-    variants = [load_scenario(file, m) for m in MODES]
-    decisions = choose_runtimes(args.runtime, variants)
     notes: dict[str, str] = {}
+    variants = _variants(file, notes)
+    modes = tuple(variants)
+    decisions = dict(zip(modes, choose_runtimes(args.runtime, list(variants.values())), strict=True))
     rcs: dict[str, int] = {}
     for m in MODES:
         (base / m / "hops.json").unlink(missing_ok=True)
-    in_vm = [m for m, (rt, _) in zip(MODES, decisions, strict=True) if rt == "vm"]
+    in_vm = [m for m in modes if decisions[m][0] == "vm"]
     if in_vm:
         from kpemu.vm import run_in_guest
 
-        reason = next(r for rt, r in decisions if rt == "vm")
-        console.print(f"runtime: vm for {variants[0].name} in {' and '.join(in_vm)} mode ({reason})")
-        if len(in_vm) == 2:
-            argv, out = guest_argv([file], str(base), [*extra, "--compare-modes"]), base
+        reason = next(decisions[m][1] for m in in_vm)
+        console.print(f"runtime: vm for {variants['iptables'].name} in {' and '.join(in_vm)} mode ({reason})")
+        if len(in_vm) == len(MODES):
+            runs = [(guest_argv([file], str(base), [*extra, "--compare-modes"]), base, in_vm)]
         else:
-            argv, out = guest_argv([file], str(base / in_vm[0]), [*extra, "--proxy-mode", in_vm[0]]), \
-                base / in_vm[0]
-        out.mkdir(parents=True, exist_ok=True)
-        try:
-            rc = run_in_guest(argv, out / "guest", rw_dirs=[out], echo=console.file,
-                              progress=lambda msg: console.print(f"vm: {msg}"))
-        except KpemuError as e:
-            rc = e.exit_code
-            for m in in_vm:
-                notes[m] = f"{m} mode needs the guest kernel ({reason}), and the guest could not run: {e}"
-        for m in in_vm:
-            rcs[m] = rc
-    for sc, m, (rt, reason) in zip(variants, MODES, decisions, strict=True):
+            runs = [(guest_argv([file], str(base / m), [*extra, "--proxy-mode", m]), base / m, [m]) for m in in_vm]
+        for argv, out, ms in runs:
+            out.mkdir(parents=True, exist_ok=True)
+            try:
+                rc = run_in_guest(argv, out / "guest", rw_dirs=[out], echo=console.file,
+                                  progress=lambda msg: console.print(f"vm: {msg}"))
+            except KpemuError as e:
+                rc = e.exit_code
+                for m in ms:
+                    notes[m] = f"{m} mode needs the guest kernel ({reason}), and the guest could not run: {e}"
+            rcs.update(dict.fromkeys(ms, rc))
+    for m in modes:
+        rt, reason = decisions[m]
         if rt != "host":
             continue
+        sc = variants[m]
         console.print(f"runtime: host for {sc.name} in {m} mode, lab {sc.topology.name} ({reason})")
         res = run_scenario(sc, base / m, False, rt, reason, trace=args.trace)
         print_summary(console, f"{sc.name} [{m}]", res.ledgers, res.checks, res.seconds, str(res.out_dir),
@@ -145,13 +163,15 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
         ledgers[m] = json.loads(path.read_text()) if path.is_file() else None
         if ledgers[m] is None and m not in notes:
             notes[m] = f"{m} mode left no {path} (exit {rcs.get(m)})"
-    console.rule(f"{variants[0].name}: iptables vs IPVS")
-    n = print_comparison(console, variants[0].name, MODES, ledgers["iptables"], ledgers["ipvs"],
-                         fixed_ports(variants[0].topology), notes)
+    name, fixed = variants["iptables"].name, fixed_ports(variants["iptables"].topology)
+    differ = 0
+    for m in MODES[1:]:
+        console.rule(f"{name}: iptables vs {'IPVS' if m == 'ipvs' else m}")
+        differ += print_comparison(console, name, ("iptables", m), ledgers["iptables"], ledgers[m], fixed, notes)
     if all(ledgers.values()):
-        console.print(f"{n} row(s) differ between the modes; both runs under {base}")
-    missing = [m for m in MODES if ledgers[m] is None]
-    return max([*rcs.values(), 3 if missing else 0])
+        console.print(f"{differ} row(s) differ from iptables mode; every run under {base}")
+    ran = [m for m in modes if ledgers[m] is not None]
+    return max([*rcs.values(), 3 if len(ran) < len(modes) else 0])
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -167,10 +187,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--trace", action=argparse.BooleanOptionalAction, default=True,
                    help="trace each flow's packets through netfilter for rule attribution and the model "
                         "oracle (default on; --no-trace skips it)")
-    s.add_argument("--proxy-mode", choices=["iptables", "ipvs"], default=None,
+    s.add_argument("--proxy-mode", choices=MODES, default=None,
                    help="override the topology's kubeProxy.mode (the lab is named <lab>-<mode>)")
     s.add_argument("--collect-only", action="store_true", help=argparse.SUPPRESS)  # the guest's half of a vm run
     s.add_argument("--compare-modes", action="store_true",
-                   help="run the flows under kube-proxy iptables and IPVS (OUT/iptables, OUT/ipvs) and print "
-                        "the two ledgers side by side")
+                   help="run the flows under kube-proxy iptables, IPVS and nftables (OUT/<mode>) and print "
+                        "each mode's ledger next to iptables mode's")
     s.set_defaults(func=cmd_run)
