@@ -453,16 +453,18 @@ def node_local_addresses(topo, node: str) -> set[str]:
 def predict_for_topology(topo, node: str, pkt: Packet, rs: RuleSet | None = None) -> Prediction:
     """`predict` with the rules kpemu generates for `node` (iptables or IPVS mode; nftables mode walks
     kube-proxy's nft table with kpemu.analyse.nftwalk)."""
+    from kpemu.proxy.modes import mode_of
     from kpemu.proxy.save import ruleset_from_restore
 
     local = node_local_addresses(topo, node)
-    if topo.kubeProxy.mode == "nftables":
+    walks = mode_of(topo).oracle
+    if walks == "nftables":
         from kpemu.analyse.nftwalk import predict_nft
         from kpemu.proxy.nftables import nftables_transaction
 
         table = nftables_transaction(topo, node).table()
         return predict_nft(table, pkt, local, node, 1 << topo.kubeProxy.masqueradeBit)
-    if topo.kubeProxy.mode == "ipvs":
+    if walks == "ipvs":
         from kpemu.proxy.ipvs import ipvs_rules
 
         state = ipvs_rules(topo, node)
