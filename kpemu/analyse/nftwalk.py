@@ -88,6 +88,18 @@ class _Walker:
             if m:
                 rest = rest[m.end():]
                 continue
+            if re.match(r"ct state invalid\s*", rest):  # the first packet of a connection is new
+                return False, ""
+            m = re.match(r"ip daddr \. meta l4proto \. th dport (\. ip saddr )?@(\S+)\s*", rest)
+            if m and not re.match(r"vmap ", rest[m.end():]):
+                key = (st.dst, st.pkt.proto, str(st.dport))
+                s = self.t.sets.get(m[2])
+                hit = s is not None and any(e.key[:3] == key and (not m[1] or _in(st.src, e.key[3]))
+                                            for e in s.elements)
+                if not hit:
+                    return False, ""
+                rest = rest[m.end():]
+                continue
             m = re.match(r"ip daddr \. meta l4proto \. th dport vmap @(\S+)$", rest)
             if m:
                 v = self._lookup(m[1], (st.dst, st.pkt.proto, str(st.dport)))

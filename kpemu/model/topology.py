@@ -20,8 +20,8 @@ CIDR = Annotated[str, Field(description="an IPv4 network such as 10.244.0.0/16")
 
 OLDEST_MINOR, NEWEST_MINOR = 10, 35  # kube-proxy releases 1.10 .. 1.35 are modelled
 NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
-# nftables mode (alpha in 1.29) is modelled from 1.30's layout on (kpemu.proxy.nftables.eras).
-OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 30, 35
+# nftables mode (alpha in 1.29) releases kpemu models (kpemu.proxy.nftables.eras).
+OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 35
 
 
 def _check_ip(value: str) -> str:

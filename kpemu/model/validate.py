@@ -174,9 +174,9 @@ def _check_kube_proxy(topo: Topology, bad: Report) -> None:
     if kp.mode == "ipvs" and kp.minor < 11:
         bad("kubeProxy.mode", "IPVS mode is modelled from kube-proxy 1.11 (GA); raise kubeProxy.version")
     if kp.mode == "nftables" and not OLDEST_NFT_MINOR <= kp.minor <= NEWEST_NFT_MINOR:
-        bad("kubeProxy.mode", f"nftables mode is modelled for kube-proxy 1.{OLDEST_NFT_MINOR} to 1.{NEWEST_NFT_MINOR} "
-                              f"(it arrived as alpha in 1.29); got {kp.version}: set kubeProxy.version or "
-                              "use mode iptables")
+        bad("kubeProxy.mode", f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} "
+                              f"to 1.{NEWEST_NFT_MINOR}, got {kp.version}: raise kubeProxy.version or use mode "
+                              "iptables")
     if kp.scheduler != "rr" and kp.mode != "ipvs":
         bad("kubeProxy.scheduler", "scheduler only applies to mode: ipvs")
 

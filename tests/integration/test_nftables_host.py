@@ -54,7 +54,7 @@ def test_worked_example_listing_is_the_reference(scratch: str) -> None:
     assert nft.list_table(scratch) == (DATA / "nftables" / "worked-1.33.list").read_text()
 
 
-@pytest.mark.parametrize("version", ["1.30", "1.31", "1.32", "1.33", "1.34", "1.35"])
+@pytest.mark.parametrize("version", ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34", "1.35"])
 @pytest.mark.parametrize("node", ["node1", "node2"])
 def test_rich_rule_set_across_releases(scratch: str, version: str, node: str) -> None:
     _apply(scratch, _nft(load_topology(DATA / "rich.yaml"), version), node)

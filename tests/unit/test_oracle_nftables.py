@@ -86,3 +86,32 @@ def test_steps_name_the_rule_and_the_verdict_map_element() -> None:
     assert only.steps[2].rule.restore_line() == (  # type: ignore[union-attr]
         "add rule ip kube-proxy services ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports")
     assert only.endpoint_chain == "endpoint-QM5CVHIM-default/api/tcp/http__10.0.1.6/8080"
+
+
+@pytest.mark.parametrize(("src", "dst", "port", "origin", "output"), [
+    ("203.0.113.2", "5.6.7.8", 80, "remote", "10.0.1.5:8080"),
+    # filter-forward (priority -101) runs after nat-prerouting has DNATed the packet, so the lookup of
+    # (10.0.1.5 . tcp . 8080) in @firewall misses: the 1.29 firewall does not stop forwarded traffic
+    # (why 1.30 moved firewall-check to a prerouting chain before DNAT, #122296).
+    ("203.0.113.130", "5.6.7.8", 80, "remote", "10.0.1.5:8080"),
+    # a node process: filter-output (-101) runs before nat-output (-100), on the LB IP itself
+    ("192.168.0.2", "5.6.7.8", 80, "local", "10.0.1.5:8080"),
+])
+def test_1_29_firewall_sets(tmp_path: Path, src: str, dst: str, port: int, origin: str, output: str) -> None:
+    """1.29's alpha layout: firewall-check looks the destination up in @firewall, firewall-allow-check
+    returns for an allowed (destination . source) in the interval set @firewall-allow, else drops."""
+    text = (DATA / "worked-1.33.yaml").read_text().replace('"1.33"', '"1.29"') + """\
+  - name: lb
+    type: LoadBalancer
+    clusterIP: 172.30.0.30
+    ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30090}]
+    loadBalancerIPs: [5.6.7.8]
+    loadBalancerSourceRanges: [203.0.113.0/25, 192.168.0.0/24]
+    endpoints: [{ip: 10.0.1.5, node: node-a}]
+"""
+    (tmp_path / "t.yaml").write_text(text)
+    tx = nftables_transaction(load_topology(tmp_path / "t.yaml"), "node-a")
+    assert "add element ip kube-proxy firewall-allow { 5.6.7.8 . tcp . 80 . 5.6.7.8 }\n" in tx.text()
+    pred = predict_nft(tx.table(), Packet(src, dst, port, origin=origin), NODE_IPS, "node-a")
+    assert _output(pred) == output
+

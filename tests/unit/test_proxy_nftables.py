@@ -142,8 +142,9 @@ def test_listing_formats() -> None:
 
 
 @pytest.mark.parametrize(("version", "message"), [
-    ("1.29", r"kubeProxy.mode: nftables mode is modelled for kube-proxy 1.30 to 1.35"),
-    ("1.28", r"kubeProxy.mode: nftables mode is modelled for kube-proxy 1.30 to 1.35"),
+    ("1.28", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29 \(alpha\); kpemu models 1.29 to 1.35, "
+             r"got 1.28"),
+    ("1.10", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29"),
 ])
 def test_nftables_mode_needs_a_release_that_has_it(tmp_path: Path, version: str, message: str) -> None:
     f = tmp_path / "t.yaml"

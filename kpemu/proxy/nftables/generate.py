@@ -1,6 +1,6 @@
 """kube-proxy's nftables proxier, one full sync on a clean node, as a pure function.
 
-Follows setupNFTables() and syncProxyRules() of pkg/proxy/nftables/proxier.go (1.30 .. 1.35):
+Follows setupNFTables() and syncProxyRules() of pkg/proxy/nftables/proxier.go (1.29 .. 1.35):
 the table, base chains (added and deleted once per process so priority changes apply), the
 jump chains, helper chains, sets and verdict maps, then per service port: endpoint chains,
 service-/local-/external- chains, elements of cluster-ips / service-ips / service-nodeports /
@@ -99,9 +99,10 @@ class _Sync:
     def setup(self) -> None:
         tx, era, st = self.tx, self.era, self.st
         tx.add_table(self.c("rules for kube-proxy"))
-        for name, _ in era.base_chains:  # once per process: recreate base chains
-            tx.add_chain(name)
-            tx.delete("chain", name)
+        if era.recreate_base_chains:  # once per process, so priority changes apply
+            for name, _ in era.base_chains:
+                tx.add_chain(name)
+                tx.delete("chain", name)
         for name, hook in era.base_chains:
             tx.add_chain(name, hook)
             tx.flush("chain", name)
@@ -109,17 +110,21 @@ class _Sync:
         for dst, src, extra in era.jumps:
             self.ensure_chain(dst, created)
             tx.add_rule(src, f"{extra} jump {dst}".strip())
-        for name in (E.SERVICES, E.CLUSTER_IPS_CHECK, E.MASQUERADING, E.MARK_MASQ):
+        second = E.CLUSTER_IPS_CHECK if era.cluster_ips else E.FORWARD
+        for name in (E.SERVICES, second, E.MASQUERADING, E.MARK_MASQ):
             self.ensure_chain(name, created)
         m = st.mark
         tx.add_rule(E.MARK_MASQ, f"mark set mark or {m}")
         tx.add_rule(E.MASQUERADING, f"mark and {m} == 0 return")
         tx.add_rule(E.MASQUERADING, f"mark set mark xor {m}")
         tx.add_rule(E.MASQUERADING, "masquerade fully-random")
+        if era.forward_invalid_drop:  # kpemu's nodes keep nf_conntrack_tcp_be_liberal at 0
+            tx.add_rule(E.FORWARD, "ct state invalid drop")
 
-        tx.add_set("set", E.CLUSTER_IPS, "ipv4_addr", comment=self.c("Active ClusterIPs"))
-        tx.add_rule(E.CLUSTER_IPS_CHECK, f"ip daddr @{E.CLUSTER_IPS} reject",
-                    "Reject traffic to invalid ports of ClusterIPs")
+        if era.cluster_ips:
+            tx.add_set("set", E.CLUSTER_IPS, "ipv4_addr", comment=self.c("Active ClusterIPs"))
+            tx.add_rule(E.CLUSTER_IPS_CHECK, f"ip daddr @{E.CLUSTER_IPS} reject",
+                        "Reject traffic to invalid ports of ClusterIPs")
         if st.service_cidrs:
             tx.add_rule(E.CLUSTER_IPS_CHECK, f"ip daddr {{ {','.join(st.service_cidrs)} }} drop",
                         "Drop traffic to unallocated ClusterIPs")
@@ -148,10 +153,13 @@ class _Sync:
         else:
             tx.add_rule(np_check, f"ip daddr @{E.NODEPORT_IPS} {NODEPORT_MATCH} vmap @{E.NO_ENDPOINT_NODEPORTS}")
 
-        tx.add_set("map", E.FIREWALL_IPS, "ipv4_addr . inet_proto . inet_service : verdict",
-                   comment=self.c("destinations that are subject to LoadBalancerSourceRanges"))
-        self.ensure_chain(E.FIREWALL_CHECK, created)
-        tx.add_rule(E.FIREWALL_CHECK, f"{DADDR_KEY} vmap @{E.FIREWALL_IPS}")
+        if era.firewall_sets:
+            self.firewall_sets(created)
+        else:
+            tx.add_set("map", E.FIREWALL_IPS, "ipv4_addr . inet_proto . inet_service : verdict",
+                       comment=self.c("destinations that are subject to LoadBalancerSourceRanges"))
+            self.ensure_chain(E.FIREWALL_CHECK, created)
+            tx.add_rule(E.FIREWALL_CHECK, f"{DADDR_KEY} vmap @{E.FIREWALL_IPS}")
 
         tx.add_set("map", E.SERVICE_IPS, "ipv4_addr . inet_proto . inet_service : verdict",
                    comment=self.c("ClusterIP, ExternalIP and LoadBalancer IP traffic"))
@@ -164,12 +172,26 @@ class _Sync:
         else:
             tx.add_rule(E.SERVICES, f"ip daddr @{E.NODEPORT_IPS} {NODEPORT_MATCH} vmap @{E.SERVICE_NODEPORTS}")
 
+    def firewall_sets(self, created: set[str]) -> None:
+        """1.29: LoadBalancerSourceRanges as a destination set and a destination+source set."""
+        tx = self.tx
+        tx.add_set("set", E.FIREWALL, "ipv4_addr . inet_proto . inet_service",
+                   comment=self.c("destinations that are subject to LoadBalancerSourceRanges"))
+        tx.add_set("set", E.FIREWALL_ALLOW, "ipv4_addr . inet_proto . inet_service . ipv4_addr", flags=("interval",),
+                   comment=self.c("destinations+sources that are allowed by LoadBalancerSourceRanges"))
+        self.ensure_chain(E.FIREWALL_CHECK, created)
+        self.ensure_chain(E.FIREWALL_ALLOW_CHECK, created)
+        tx.add_rule(E.FIREWALL_CHECK, f"{DADDR_KEY} @{E.FIREWALL} jump {E.FIREWALL_ALLOW_CHECK}")
+        tx.add_rule(E.FIREWALL_ALLOW_CHECK, f"{DADDR_KEY} . ip saddr @{E.FIREWALL_ALLOW} return")
+        tx.add_rule(E.FIREWALL_ALLOW_CHECK, "drop")
+
     # -- syncProxyRules -----------------------------------------------------------------------
     def run(self) -> Transaction:
         self.setup()
         if self.era.flush_containers:
-            for name in E.CONTAINERS:
-                self.tx.flush("set" if name == E.CLUSTER_IPS else "map", name)
+            flushed = E.CONTAINERS if self.era.cluster_ips else (E.FIREWALL, E.FIREWALL_ALLOW, *E.CONTAINERS[2:])
+            for name in flushed:
+                self.tx.flush("set" if name in (E.CLUSTER_IPS, E.FIREWALL, E.FIREWALL_ALLOW) else "map", name)
         active: set[str] = set()
         for info in service_ports(self.topo, self.node):
             self.service_port(info, active)
@@ -206,7 +228,8 @@ class _Sync:
         internal_verdict = reject if not has_endpoints else "drop"
         external_verdict = reject if not has_endpoints else "drop"
 
-        tx.add_element(E.CLUSTER_IPS, (svc.clusterIP,))
+        if self.era.cluster_ips:
+            tx.add_element(E.CLUSTER_IPS, (svc.clusterIP,))
         key = (svc.clusterIP, proto, str(port))
         if has_internal:
             tx.add_element(E.SERVICE_IPS, key, f"goto {internal_chain}", kind="map")
@@ -219,12 +242,13 @@ class _Sync:
                 tx.add_element(E.NO_ENDPOINT_SERVICES, (ip, proto, str(port)), external_verdict, s_name,
                                kind="map")
 
-        uses_fw = bool(svc.loadBalancerIPs) and bool(svc.loadBalancerSourceRanges)
+        node_ip = ipaddress.IPv4Address(self.topo.node(self.node).ip)
+        allow_from_node = any(node_ip in ipaddress.IPv4Network(c) for c in svc.loadBalancerSourceRanges)
+        uses_fw = bool(svc.loadBalancerIPs) and bool(svc.loadBalancerSourceRanges) and not self.era.firewall_sets
         if uses_fw:
             self.ensure_chain(fw_chain, active)
-            node_ip = ipaddress.IPv4Address(self.topo.node(self.node).ip)
             sources = list(svc.loadBalancerSourceRanges)
-            if any(node_ip in ipaddress.IPv4Network(c) for c in sources):
+            if allow_from_node:
                 sources += svc.loadBalancerIPs
             tx.add_rule(fw_chain, f"ip saddr != {{ {' , '.join(sources)} }} drop")
         for ip in svc.loadBalancerIPs:
@@ -233,6 +257,12 @@ class _Sync:
             if uses_fw:
                 comment = s_name if self.era.firewall_element_comment else None
                 tx.add_element(E.FIREWALL_IPS, (ip, proto, str(port)), f"goto {fw_chain}", comment, kind="map")
+            elif self.era.firewall_sets and svc.loadBalancerSourceRanges:
+                tx.add_element(E.FIREWALL, (ip, proto, str(port)), comment=s_name)
+                for src in svc.loadBalancerSourceRanges:
+                    tx.add_element(E.FIREWALL_ALLOW, (ip, proto, str(port), src), comment=s_name)
+                if allow_from_node:
+                    tx.add_element(E.FIREWALL_ALLOW, (ip, proto, str(port), ip))
         if not has_external:
             for ip in svc.loadBalancerIPs:
                 tx.add_element(E.NO_ENDPOINT_SERVICES, (ip, proto, str(port)), external_verdict, s_name,

@@ -76,7 +76,7 @@ def _element_key(e: Element) -> tuple[int, ...]:
         elif part.isdigit():
             out.append(int(part))
         else:
-            out.append(int(ipaddress.IPv4Address(part)))
+            out.append(int(ipaddress.IPv4Network(part, strict=False).network_address))
     return tuple(out)
 
 
