@@ -3,7 +3,7 @@
 The deploy reads the table back from the kernel and compares it with this text line by line.
 Listing rules (observed with nft 1.0.6, reference section 4.5): sets and maps first, then chains,
 each in creation order, separated by blank lines; base chains print named priorities
-(`dstnat - 10`) where nft knows one for that hook; set elements are sorted by key, eight
+(`dstnat - 10`) where nft knows one for that hook; set elements are sorted by key value, two
 addresses per line, one concatenated or map element per line; expressions print in nft's
 canonical form (`mark set mark or M` -> `meta mark set meta mark | M`, a one-element anonymous
 set loses its braces, `,` separators lose the space before them).
@@ -68,16 +68,21 @@ def rule_text(text: str) -> str:
     return t.replace(" , ", ", ")
 
 
-def _element_key(e: Element) -> tuple[int, ...]:
-    out = []
-    for part in e.key:
-        if part in _PROTO_NUM:
-            out.append(_PROTO_NUM[part])
-        elif part.isdigit():
-            out.append(int(part))
-        else:
-            out.append(int(ipaddress.IPv4Network(part, strict=False).network_address))
-    return tuple(out)
+def _raw(part: str) -> bytes:
+    """A key component as the kernel stores it in a concatenation (32-bit registers)."""
+    if part in _PROTO_NUM:
+        return bytes([_PROTO_NUM[part], 0, 0, 0])
+    if part.isdigit():
+        return int(part).to_bytes(2, "big") + b"\0\0"
+    return ipaddress.IPv4Network(part, strict=False).network_address.packed
+
+
+def _element_key(e: Element) -> int:
+    """nft sorts listed elements by the key's value: a single address numerically, a concatenation
+    as its register bytes read as one little-endian number (so the last component decides first)."""
+    if len(e.key) == 1:
+        return int.from_bytes(_raw(e.key[0]), "big")
+    return int.from_bytes(b"".join(_raw(p) for p in e.key), "little")
 
 
 def _element_text(e: Element) -> str:
@@ -96,8 +101,8 @@ def _elements(s: NSet) -> str:
     for i, e in enumerate(elems):
         if i:
             count += 1
-            out.append(", " if simple and count < 8 else _ELEMENT_WRAP)
-            if simple and count >= 8:
+            out.append(", " if simple and count < 2 else _ELEMENT_WRAP)
+            if simple and count >= 2:
                 count = 0
         out.append(_element_text(e))
     return "{ " + "".join(out) + " }"
@@ -105,12 +110,12 @@ def _elements(s: NSet) -> str:
 
 def _set_lines(s: NSet) -> list[str]:
     lines = [f"\t{s.kind} {s.name} {{", f"\t\ttype {s.type}"]
+    if "dynamic" in s.flags:  # the kernel gives dynamic sets a default size
+        lines.append("\t\tsize 65535")
     if s.flags:
         lines.append(f"\t\tflags {','.join(s.flags)}")
     if s.timeout is not None:
         lines.append(f"\t\ttimeout {duration_text(s.timeout)}")
-    if "dynamic" in s.flags:
-        lines.append("\t\tsize 65535")
     if s.comment is not None:
         lines.append(f"\t\tcomment {quote(s.comment)}")
     if s.elements:
