@@ -20,7 +20,7 @@ from kpemu.model.topology import Topology
 from kpemu.proxy.modes import mode
 from kpemu.proxy.nftables import listing, nftables_transaction, sort_transaction
 from kpemu.proxy.nftables.eras import era_for
-from kpemu.proxy.nftables.listing import duration_text, priority_text, rule_text
+from kpemu.proxy.nftables.listing import duration_text, priority_text, rule_text, without_interval_order
 from kpemu.proxy.nftables.naming import endpoint_base, service_base
 from kpemu.proxy.nftables.tx import BaseHook
 from kpemu.proxy.render import render_rules
@@ -162,3 +162,24 @@ def test_rules_formats_of_other_modes_say_there_is_none() -> None:
     topo = load_topology(DATA / "worked-1.33.yaml")
     assert render_rules(topo, "node-a", "iptables-save") == "# kube-proxy mode nftables: node node-a has no iptables-save state\n"
     assert render_rules(topo, "node-a", "nft-list") == (DATA / "worked-1.33.list").read_text()
+
+
+def test_listing_element_order_and_duplicates() -> None:
+    """Kernel order (seen with nft 1.0.6): concatenations sort by their register bytes read
+    little-endian (the port's low byte decides first, then the address's last octet), single
+    addresses numerically, two per line; an element added twice (one ClusterIP, two ports) is
+    listed once."""
+    topo = _topo(ports=[{"name": "a", "port": 80}, {"name": "b", "port": 81}], externalIPs=["192.168.99.22"],
+                 clusterIP="172.30.0.46")
+    text = listing(nftables_transaction(topo, "node-a").table())
+    assert "\t\telements = { 172.30.0.46 }\n" in text
+    assert ("\t\telements = { 192.168.99.22 . tcp . 80 : goto external-H3CJDWFG-default/web/tcp/a,\n"
+            "\t\t\t     172.30.0.46 . tcp . 80 : goto service-H3CJDWFG-default/web/tcp/a,\n"
+            "\t\t\t     192.168.99.22 . tcp . 81 : goto external-J6M5MCOQ-default/web/tcp/b,\n"
+            "\t\t\t     172.30.0.46 . tcp . 81 : goto service-J6M5MCOQ-default/web/tcp/b }\n") in text
+
+
+def test_interval_set_elements_compare_as_a_set() -> None:
+    kernel = "\tset firewall-allow {\n\t\tflags interval\n\t\telements = { b . 2,\n\t\t\t     a . 1 }\n\t}"
+    ours = "\tset firewall-allow {\n\t\tflags interval\n\t\telements = { a . 1,\n\t\t\t     b . 2 }\n\t}"
+    assert without_interval_order(kernel) == without_interval_order(ours) == ours

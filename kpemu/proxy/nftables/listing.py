@@ -95,7 +95,7 @@ def _element_text(e: Element) -> str:
 
 
 def _elements(s: NSet) -> str:
-    elems = sorted(s.elements, key=_element_key)
+    elems = s.elements if "interval" in s.flags else sorted(s.elements, key=_element_key)
     simple = s.kind == "set" and " . " not in s.type
     out, count = [], 0
     for i, e in enumerate(elems):
@@ -147,3 +147,29 @@ def listing(table: Table) -> str:
             body.append("")
         body += b
     return "\n".join([*head, *body, "}"]) + "\n"
+
+
+def without_interval_order(text: str) -> str:
+    """A listing with the elements of interval sets (1.29's firewall-allow) in text order: the kernel
+    lists those in its own order (not by key), so read-backs compare them as a set."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i, interval = 0, False
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("\tset ") or line.startswith("\tmap "):
+            interval = False
+        if line.strip() == "flags interval":
+            interval = True
+        if interval and line.startswith("\t\telements = { "):
+            block = [line]
+            while not block[-1].endswith(" }"):
+                i += 1
+                block.append(lines[i])
+            body = " ".join(b.strip() for b in block)[len("elements = { "):-2]
+            items = sorted(x.strip() for x in body.split(","))
+            out.append("\t\telements = { " + _ELEMENT_WRAP.join(items) + " }")
+        else:
+            out.append(line)
+        i += 1
+    return "\n".join(out)

@@ -194,7 +194,9 @@ class Transaction:
                 elif isinstance(o, Rule):
                     t.chains[o.chain].rules.append(o)
                 elif isinstance(o, Element):
-                    t.sets[o.container].elements.append(o)
+                    elements = t.sets[o.container].elements
+                    if all(e.key != o.key for e in elements):  # re-adding an element is a no-op
+                        elements.append(o)
             elif op.verb == "flush":
                 if op.kind == "chain":
                     t.chains[o.name].rules.clear()  # type: ignore[union-attr]
