@@ -1,6 +1,7 @@
 """Explain a flow in nftables mode (pure): `nft monitor trace` hops against the nft oracle.
 
-For every traced packet that enters kube-proxy's table as a new request (its first kube-proxy
+For every traced packet (its trace groups joined across NAT, nfttrace.journeys) that enters
+kube-proxy's table as a new request (its first kube-proxy
 `packet:` line is not a reply from the service or a backend), the kube-proxy rules the kernel
 reports are compared with the outcomes kpemu.analyse.nftwalk predicts for the same packet on the
 same node; each hop of the first such packet per node is attributed to the rule, verdict-map
@@ -13,7 +14,7 @@ import re
 
 from kpemu.analyse.explain import FlowExplanation, TraceData
 from kpemu.analyse.ledger import FlowLedger
-from kpemu.analyse.nfttrace import KUBE_PROXY, NftHop, attribute, kube_path, parse_trace
+from kpemu.analyse.nfttrace import KUBE_PROXY, NftHop, attribute, journeys, kube_path
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
@@ -46,7 +47,7 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
     replies_from = {flow.dst_ip} | {ip for ip, _ in _backends(topo, flow)}
     for node, text in sorted(data.texts.items()):
         table = None
-        for hops in parse_trace(text).values():
+        for hops in journeys(text):
             first = next((h for h in hops if h.table == KUBE_PROXY and h.packet is not None), None)
             pkt = _packet(first, proto) if first else None
             if pkt is None or pkt.src in replies_from:

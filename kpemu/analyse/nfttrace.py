@@ -52,6 +52,19 @@ def parse_trace(text: str) -> dict[str, list[NftHop]]:
     return out
 
 
+def journeys(text: str) -> list[list[NftHop]]:
+    """One hop list per packet: trace groups joined by the packet's (source, source port, IP id).
+
+    The kernel gives a packet a new trace id when NAT rewrites it (its hash is recomputed), so
+    the events after kube-proxy's DNAT arrive under another id than those before it."""
+    out: dict[tuple[str, ...], list[NftHop]] = {}
+    for tid, hops in parse_trace(text).items():
+        pkt = next((h.packet for h in hops if h.packet), "") or ""
+        f = re.search(r"\bip saddr (\S+) .*?\bip id (\d+) .*?\b(?:tcp|udp|sctp) sport (\d+)", pkt)
+        out.setdefault(tuple(f.groups()) if f else (tid,), []).extend(hops)
+    return list(out.values())
+
+
 def kube_path(hops: list[NftHop]) -> list[tuple[str, str, str | None]]:
     """(table, chain, verdict) of the kube-proxy rules that acted, as the oracle's kube_path() gives."""
     return [(h.table, h.chain, h.verdict) for h in hops if h.table == KUBE_PROXY and h.rule is not None]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kpemu.analyse.nfttrace import attribute, kube_path, parse_trace
+from kpemu.analyse.nfttrace import attribute, journeys, kube_path, parse_trace
 from kpemu.analyse.oracle import Packet, predict_for_topology
 from kpemu.kernel.nfttrace import trace_table_text
 from kpemu.kernel.trace import FlowMatch
@@ -73,3 +73,23 @@ def test_trace_table_matches_only_the_flow() -> None:
         "add rule ip kpemu-trace pre ip saddr 192.168.0.2 ip daddr 203.0.113.2 tcp sport 30080 tcp flags & syn == syn meta nftrace set 1",
     ]
     assert len(text.splitlines()) == 1 + 2 * (1 + 4)
+
+
+def test_journeys_join_trace_ids_across_nat() -> None:
+    """After DNAT the kernel reports the same packet under a new trace id (seen on this host's
+    kernel): the groups are joined by source, IP id and source port."""
+    pre = ('trace id aaaa0001 ip kube-proxy nat-prerouting packet: iif "cni0" ip saddr 10.244.0.3 ip daddr 10.96.0.10 '
+           "ip id 44652 ip length 60 tcp sport 44145 tcp dport 80\n"
+           "trace id aaaa0001 ip kube-proxy nat-prerouting rule jump services (verdict jump services)\n")
+    fwd = ('trace id bbbb0002 ip kube-proxy filter-forward packet: iif "cni0" oif "flannel.1" ip saddr 10.244.0.3 '
+           "ip daddr 10.244.1.6 ip id 44652 ip length 60 tcp sport 44145 tcp dport 80\n"
+           "trace id bbbb0002 ip kube-proxy filter-forward rule ct state new jump service-endpoints-check "
+           "(verdict jump service-endpoints-check)\n")
+    other = fwd.replace("bbbb0002", "cccc0003").replace("ip id 44652", "ip id 7")
+    (one, two) = journeys(pre + fwd + other)
+    assert [h.chain for h in kube_path_hops(one)] == ["nat-prerouting", "filter-forward"]
+    assert [h.trace_id for h in two] == ["cccc0003", "cccc0003"]
+
+
+def kube_path_hops(hops):  # type: ignore[no-untyped-def]
+    return [h for h in hops if h.rule is not None]
