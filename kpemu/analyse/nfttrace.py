@@ -71,12 +71,15 @@ def kube_path(hops: list[NftHop]) -> list[tuple[str, str, str | None]]:
 
 
 def _fields(packet: str) -> dict[str, str]:
-    keys = ("ip saddr", "ip daddr", "ip protocol", "tcp dport", "udp dport", "sctp dport")
+    """ip saddr / ip daddr / proto / dport of a trace `packet:` line."""
     out = {}
-    for k in keys:
+    for k in ("ip saddr", "ip daddr"):
         m = re.search(rf"\b{k} (\S+)", packet)
         if m:
             out[k] = m[1]
+    m = re.search(r"\b(tcp|udp|sctp) dport (\d+)", packet)
+    if m:
+        out["proto"], out["dport"] = m[1], m[2]
     return out
 
 
@@ -86,8 +89,7 @@ def attribute(hop: NftHop, table: Table, packet: str | None = None) -> str:
     m = re.search(r"vmap @(\S+)$", text)
     if m and hop.verdict and m[1] in table.sets:
         f = _fields(packet or "")
-        proto = f.get("ip protocol")
-        port = next((f[k] for k in ("tcp dport", "udp dport", "sctp dport") if k in f), None)
+        proto, port = f.get("proto"), f.get("dport")
         for e in table.sets[m[1]].elements:
             if e.value != hop.verdict:
                 continue

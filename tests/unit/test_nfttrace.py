@@ -18,11 +18,11 @@ EP = "QM5CVHIM-default/api/tcp/http__10.0.1.6/8080"
 # The event lines nft prints for an external client's SYN to the eTP=Local NodePort of the worked
 # example (format: nftables src/netlink.c trace printing: "trace id ID FAMILY TABLE CHAIN ...").
 TRACE = f"""\
-trace id 1a2b3c4d ip kpemu-trace pre packet: iif "eth0" ip saddr 203.0.113.2 ip daddr 192.168.0.2 ip protocol tcp tcp sport 40000 tcp dport 30080 tcp flags == syn
+trace id 1a2b3c4d ip kpemu-trace pre packet: iif "eth0" ip saddr 203.0.113.2 ip daddr 192.168.0.2 tcp sport 40000 tcp dport 30080 tcp flags == syn
 trace id 1a2b3c4d ip kpemu-trace pre rule ip daddr 192.168.0.2 tcp dport 30080 meta nftrace set 1 (verdict continue)
 trace id 1a2b3c4d ip kpemu-trace pre verdict continue
 trace id 1a2b3c4d ip kpemu-trace pre policy accept
-trace id 1a2b3c4d ip kube-proxy filter-prerouting packet: iif "eth0" ip saddr 203.0.113.2 ip daddr 192.168.0.2 ip protocol tcp tcp sport 40000 tcp dport 30080
+trace id 1a2b3c4d ip kube-proxy filter-prerouting packet: iif "eth0" ip saddr 203.0.113.2 ip daddr 192.168.0.2 tcp sport 40000 tcp dport 30080
 trace id 1a2b3c4d ip kube-proxy filter-prerouting rule ct state new jump firewall-check (verdict jump firewall-check)
 trace id 1a2b3c4d ip kube-proxy firewall-check verdict continue
 trace id 1a2b3c4d ip kube-proxy filter-prerouting verdict continue
@@ -93,3 +93,14 @@ def test_journeys_join_trace_ids_across_nat() -> None:
 
 def kube_path_hops(hops):  # type: ignore[no-untyped-def]
     return [h for h in hops if h.rule is not None]
+
+
+def test_ledger_phrases_name_the_dnat_chain_element_and_arm() -> None:
+    from kpemu.analyse.nftexplain import _nat_phrases
+
+    table = nftables_transaction(load_topology(DATA / "worked-1.33.yaml"), "node-a").table()
+    said = _nat_phrases(parse_trace(TRACE)["1a2b3c4d"], table)
+    assert said == {
+        "DNAT": [f"DNAT by endpoint-{EP} (via element {{ tcp . 30080 : goto external-{API} }} of map "
+                 f"service-nodeports; numgen arm 0 : goto endpoint-{EP} (1 in 1))"],
+        "SNAT": [], "MARK": []}
