@@ -224,9 +224,8 @@ class _Sync:
         uses_ext = has_endpoints and external
         if uses_ext:
             self.ensure_chain(ext_chain, active)
-        reject = f"goto {E.REJECT_CHAIN}"
-        internal_verdict = reject if not has_endpoints else "drop"
-        external_verdict = reject if not has_endpoints else "drop"
+        # no endpoints anywhere: reject; none for this traffic policy on this node: drop
+        verdict = f"goto {E.REJECT_CHAIN}" if not has_endpoints else "drop"
 
         if self.era.cluster_ips:
             tx.add_element(E.CLUSTER_IPS, (svc.clusterIP,))
@@ -234,12 +233,12 @@ class _Sync:
         if has_internal:
             tx.add_element(E.SERVICE_IPS, key, f"goto {internal_chain}", kind="map")
         else:
-            tx.add_element(E.NO_ENDPOINT_SERVICES, key, internal_verdict, s_name, kind="map")
+            tx.add_element(E.NO_ENDPOINT_SERVICES, key, verdict, s_name, kind="map")
         for ip in svc.externalIPs:
             if has_endpoints:
                 tx.add_element(E.SERVICE_IPS, (ip, proto, str(port)), f"goto {ext_chain}", kind="map")
             if not has_external:
-                tx.add_element(E.NO_ENDPOINT_SERVICES, (ip, proto, str(port)), external_verdict, s_name,
+                tx.add_element(E.NO_ENDPOINT_SERVICES, (ip, proto, str(port)), verdict, s_name,
                                kind="map")
 
         node_ip = ipaddress.IPv4Address(self.topo.node(self.node).ip)
@@ -265,14 +264,14 @@ class _Sync:
                     tx.add_element(E.FIREWALL_ALLOW, (ip, proto, str(port), ip))
         if not has_external:
             for ip in svc.loadBalancerIPs:
-                tx.add_element(E.NO_ENDPOINT_SERVICES, (ip, proto, str(port)), external_verdict, s_name,
+                tx.add_element(E.NO_ENDPOINT_SERVICES, (ip, proto, str(port)), verdict, s_name,
                                kind="map")
         node_port = info.port.nodePort if svc.type in ("NodePort", "LoadBalancer") else None
         if node_port:
             if has_endpoints:
                 tx.add_element(E.SERVICE_NODEPORTS, (proto, str(node_port)), f"goto {ext_chain}", kind="map")
             if not has_external:
-                tx.add_element(E.NO_ENDPOINT_NODEPORTS, (proto, str(node_port)), external_verdict, s_name,
+                tx.add_element(E.NO_ENDPOINT_NODEPORTS, (proto, str(node_port)), verdict, s_name,
                                kind="map")
 
         if has_internal:
