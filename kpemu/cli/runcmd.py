@@ -133,7 +133,7 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
 
         reason = next(decisions[m][1] for m in in_vm)
         console.print(f"runtime: vm for {variants['iptables'].name} in {' and '.join(in_vm)} mode ({reason})")
-        if len(in_vm) == len(MODES):
+        if len(in_vm) == len(modes):  # every mode in the guest: one boot
             runs = [(guest_argv([file], str(base), [*extra, "--compare-modes"]), base, in_vm)]
         else:
             runs = [(guest_argv([file], str(base / m), [*extra, "--proxy-mode", m]), base / m, [m]) for m in in_vm]

@@ -79,7 +79,7 @@ MODES: dict[str, ProxyMode] = {
     "nftables": ProxyMode(
         "nftables", OLDEST_NFT_MINOR, NEWEST_NFT_MINOR, ("nft", "nft-list"), _nftables_texts,
         apply="kpemu.kernel.nftables:apply_node", trace="nft-monitor", oracle="nftables",
-        features=("tool:nft",)),
+        features=("tool:nft", "nftables")),
 }
 # Every `kpemu rules --format` value, in the order `--format all` prints them.
 ALL_FORMATS = ("iptables-restore", "iptables-save", "ipset", "ipvs", "nft", "nft-list")
