@@ -14,24 +14,25 @@ def _out(ns: str, argv: list[str]) -> str:
     return nsmod.output_in(ns, argv, timeout=scaled(5.0))
 
 
-RULE_KINDS = {"iptables": "iptables-save", "ipset": "ipset", "ipvs": "ipvs"}  # kind -> file suffix
+RULE_KINDS = {"iptables": "iptables-save", "ipset": "ipset", "ipvs": "ipvs", "nft": "nft"}  # kind -> file suffix
 
 
 def _rules_argv(kind: str, backend: str) -> list[str]:
     return {"iptables": [SAVE.get(backend, "iptables-save")], "ipset": ["ipset", "save"],
-            "ipvs": ["ipvsadm", "-Sn"]}[kind]
+            "ipvs": ["ipvsadm", "-Sn"], "nft": ["nft", "list", "table", "ip", "kube-proxy"]}[kind]
 
 
 def rules_text(ns: str, kind: str, backend: str) -> str:
-    """What the kernel holds in `ns`: `iptables-save`, `ipset save` or `ipvsadm -Sn` text."""
+    """What the kernel holds in `ns`: `iptables-save`, `ipset save`, `ipvsadm -Sn` or (nftables mode)
+    `nft list table ip kube-proxy` text."""
     return _out(ns, _rules_argv(kind, backend))
 
 
-def save_rules(nodes: dict[str, str], backend: str, ipvs: bool, rules_dir: Path) -> None:
-    """rules/<node>.iptables-save, .ipset and (IPVS mode) .ipvs, as the kernel reports them."""
+def save_rules(nodes: dict[str, str], backend: str, kinds: list[str], rules_dir: Path) -> None:
+    """rules/<node>.<suffix> for each of `kinds` (RULE_KINDS: iptables-save, ipset, ipvs, nft), as the kernel
+    reports them."""
     rules_dir.mkdir(parents=True, exist_ok=True)
-    files = [(node, ns, kind, suffix) for node, ns in nodes.items() for kind, suffix in RULE_KINDS.items()
-             if kind != "ipvs" or ipvs]
+    files = [(node, ns, kind, RULE_KINDS[kind]) for node, ns in nodes.items() for kind in kinds]
     texts = nsmod.outputs_in([(ns, _rules_argv(kind, backend)) for _, ns, kind, _ in files], scaled(5.0))
     for (node, _, _, suffix), text in zip(files, texts, strict=True):
         (rules_dir / f"{node}.{suffix}").write_text(text)

@@ -112,8 +112,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "kpemu rules example:calico-ipip --node node1 --format ipvs -o json"])
     s.add_argument("file", metavar="TOPOLOGY")
     s.add_argument("--node", required=True)
-    s.add_argument("--format", default="all",
-                   choices=["iptables-restore", "iptables-save", "ipset", "ipvs", "all"])
+    from kpemu.proxy.render import FORMATS
+
+    s.add_argument("--format", default="all", choices=FORMATS)
     add_output(s)
     s.set_defaults(func=cmd_rules)
 

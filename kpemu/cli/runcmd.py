@@ -13,6 +13,8 @@ from kpemu.errors import InputError, KpemuError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from kpemu.model.scenario import Scenario
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     from kpemu.model.scenario import load_scenario
@@ -77,51 +79,73 @@ def cmd_run(args: argparse.Namespace) -> int:
     return worst
 
 
-MODES = ("iptables", "ipvs")
+MODES = ("iptables", "ipvs", "nftables")  # kpemu.proxy.modes.MODES, in comparison order
+
+
+def _variants(file: str, notes: dict[str, str]) -> dict[str, Scenario]:
+    """The scenario in every mode its kube-proxy release has (a mode it lacks gets a note)."""
+    from kpemu.model.scenario import load_scenario
+
+    out = {}
+    for m in MODES:
+        try:
+            out[m] = load_scenario(file, m)
+        except InputError as e:
+            if m == "iptables":
+                raise
+            notes[m] = f"not run: {e}"
+    return out
 
 
 def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: Path) -> int:
-    """`kpemu run FILE --compare-modes`: the flows under iptables and IPVS, ledgers side by side.
+    """`kpemu run FILE --compare-modes`: the flows under iptables, IPVS and nftables, ledgers side by side.
 
-    Each mode's half runs where its kernel needs are met (`choose_runtimes`): on this kernel, or
-    in the guest. Each half writes <base>/<mode>/; the comparison is printed from the two hops.json
-    files.
+    Each mode's part runs where its kernel needs are met (`choose_runtimes`): on this kernel, or
+    in the guest (the warm one, else one boot for every mode that needs it). Each part writes
+    <base>/<mode>/; each other mode's ledger is printed next to iptables mode's from the hops.json files.
     """
     from kpemu.analyse.expect import fixed_ports
-    from kpemu.model.scenario import load_scenario
     from kpemu.report.compare import print_comparison
     from kpemu.report.terminal import print_summary
     from kpemu.run import choose_runtimes, resolved, run_in_guest, run_scenario
 
-    variants = [load_scenario(file, m) for m in MODES]
-    decisions = choose_runtimes(args.runtime, variants)
-    variants = [resolved(sc, rt) for sc, (rt, _) in zip(variants, decisions, strict=True)]
     notes: dict[str, str] = {}
+    variants = _variants(file, notes)
+    modes = tuple(variants)
+    decisions = dict(zip(modes, choose_runtimes(args.runtime, list(variants.values())), strict=True))
+    variants = {m: resolved(sc, decisions[m][0]) for m, sc in variants.items()}
     rcs: dict[str, int] = {}
     for m in MODES:
         (base / m / "hops.json").unlink(missing_ok=True)
     runs = []
-    in_vm = [(sc, m) for sc, m, (rt, _) in zip(variants, MODES, decisions, strict=True) if rt == "vm"]
+    in_vm = [m for m in modes if decisions[m][0] == "vm"]
     if in_vm:
-        reason = next(r for rt, r in decisions if rt == "vm")
-        console.print(f"runtime: vm for {variants[0].name} in {' and '.join(m for _, m in in_vm)} mode ({reason})")
+        reason = next(decisions[m][1] for m in in_vm)
+        console.print(f"runtime: vm for {variants['iptables'].name} in {' and '.join(in_vm)} mode ({reason})")
         try:
-            done, failed = run_in_guest([(sc, base / m) for sc, m in in_vm], base / "guest", False, reason,
-                                        args.trace, lambda msg: console.print(f"vm: {msg}"))
+            with progress(console) as step:
+                done, failed = run_in_guest([(variants[m], base / m) for m in in_vm], base / "guest", False,
+                                            reason, args.trace, step)
         except KpemuError as e:
-            done, failed = [], [(sc.name, e) for sc, _ in in_vm]
-        runs += [(m, r) for (_, m), r in zip([x for x in in_vm if x[0].name not in dict(failed)], done,
-                                             strict=True)]
-        for (sc, m) in in_vm:
-            if sc.name in dict(failed):
-                rcs[m] = dict(failed)[sc.name].exit_code
+            done, failed = [], [(variants[m].name, e) for m in in_vm]
+        errors = dict(failed)
+        runs += list(zip([m for m in in_vm if variants[m].name not in errors], done, strict=True))
+        for m in in_vm:
+            if variants[m].name in errors:
+                rcs[m] = errors[variants[m].name].exit_code
                 notes[m] = f"{m} mode needs the guest kernel ({reason}), and the guest could not run: " \
-                           f"{dict(failed)[sc.name]}"
-    for sc, m, (rt, reason) in zip(variants, MODES, decisions, strict=True):
-        if rt == "host":
-            console.print(f"runtime: host for {sc.name} in {m} mode, lab {sc.topology.name} ({reason})")
+                           f"{errors[variants[m].name]}"
+    for m in modes:
+        rt, reason = decisions[m]
+        if rt != "host":
+            continue
+        sc = variants[m]
+        console.print(f"runtime: host for {sc.name} in {m} mode, lab {sc.topology.name} ({reason})")
+        try:
             with progress(console) as step:
                 runs.append((m, run_scenario(sc, base / m, False, rt, reason, trace=args.trace, progress=step)))
+        except KpemuError as e:  # one mode failing here must not hide the others
+            notes[m], rcs[m] = f"{m} mode could not run on this kernel: {e}", e.exit_code
     for m, res in runs:
         print_summary(console, f"{res.name} [{m}]", res.ledgers, res.checks, res.seconds, str(res.out_dir),
                       res.hops.get("flows"))
@@ -132,13 +156,15 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
         ledgers[m] = json.loads(path.read_text()) if path.is_file() else None
         if ledgers[m] is None and m not in notes:
             notes[m] = f"{m} mode left no {path} (exit {rcs.get(m)})"
-    console.rule(f"{variants[0].name}: iptables vs IPVS")
-    n = print_comparison(console, variants[0].name, MODES, ledgers["iptables"], ledgers["ipvs"],
-                         fixed_ports(variants[0].topology), notes)
+    name, fixed = variants["iptables"].name, fixed_ports(variants["iptables"].topology)
+    differ = 0
+    for m in MODES[1:]:
+        console.rule(f"{name}: iptables vs {'IPVS' if m == 'ipvs' else m}")
+        differ += print_comparison(console, name, ("iptables", m), ledgers["iptables"], ledgers[m], fixed, notes)
     if all(ledgers.values()):
-        console.print(f"{n} row(s) differ between the modes; both runs under {base}")
-    missing = [m for m in MODES if ledgers[m] is None]
-    return max([*rcs.values(), 3 if missing else 0])
+        console.print(f"{differ} row(s) differ from iptables mode; every run under {base}")
+    ran = [m for m in modes if ledgers[m] is not None]
+    return max([*rcs.values(), 3 if len(ran) < len(modes) else 0])
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -160,9 +186,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--trace", action=argparse.BooleanOptionalAction, default=True,
                    help="trace each flow's packets through netfilter for rule attribution and the model "
                         "oracle (default on; --no-trace skips it)")
-    s.add_argument("--proxy-mode", choices=["iptables", "ipvs"], default=None,
+    s.add_argument("--proxy-mode", choices=MODES, default=None,
                    help="override the topology's kubeProxy.mode (the lab is named <lab>-<mode>)")
     s.add_argument("--compare-modes", action="store_true",
-                   help="run the flows under kube-proxy iptables and IPVS (OUT/iptables, OUT/ipvs) and print "
-                        "the two ledgers side by side")
+                   help="run the flows under kube-proxy iptables, IPVS and nftables (OUT/<mode>) and print "
+                        "each mode's ledger next to iptables mode's")
     s.set_defaults(func=cmd_run)

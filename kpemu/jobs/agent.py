@@ -55,7 +55,7 @@ def handle(root: Path, req: dict[str, Any]) -> dict[str, Any]:
         if kind == "deploy":
             job = req["job"]
             state = deploy(job, progress)
-            save_rules(job["nodes"], job["backend"], job["ipvs"], work / "rules")
+            save_rules(job["nodes"], job["backend"], job["rule_kinds"], work / "rules")
             return {"rc": 0, "namespaces": state.namespaces, "seconds": state.deploy_seconds}
         if kind == "destroy":
             removal = lab.destroy_all() if req.get("all") else lab.destroy(req["lab"])

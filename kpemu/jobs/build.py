@@ -8,7 +8,6 @@ ipsets, IPVS) travels with the job and is checked by the host afterwards (kpemu.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import asdict
 from typing import Any
 
@@ -18,12 +17,11 @@ from kpemu.kernel.labstate import PREFIX
 from kpemu.kernel.owner import alias, lab_owner
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
-from kpemu.plan.batch import Step, batch_step, fabric_steps, sysctl_steps
-from kpemu.plan.types import Plan, Sysctl
-from kpemu.proxy.versions import flavour_for
+from kpemu.plan.batch import Step, fabric_steps
+from kpemu.plan.types import Plan
+from kpemu.proxy.modes import mode_of, restore_step
 
 JOB_VERSION = 1
-RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
 
 
 def release_tuple(release: str) -> tuple[int, int]:
@@ -32,69 +30,16 @@ def release_tuple(release: str) -> tuple[int, int]:
     return major, minor
 
 
-def _restore(what: str, ns: str, text: str, backend: str) -> Step:
-    return Step("run", what, ns, (RESTORE[backend], "--noflush", "--wait"), text)
-
-
-def needs_route_localnet(topo: Topology) -> bool:
-    """iptables mode: always before 1.24; since then only with localhostNodePorts and loopback among
-    the nodePortAddresses (an empty list means all addresses)."""
-    kp = topo.kubeProxy
-    loopback = not kp.nodePortAddresses or any(
-        ipaddress.IPv4Address("127.0.0.1") in ipaddress.IPv4Network(c) for c in kp.nodePortAddresses
-    )
-    return flavour_for(kp).route_localnet_always or (kp.localhostNodePorts and loopback)
-
-
-def proxy_steps(topo: Topology, node: str, ns: str, kernel: tuple[int, int]) -> tuple[list[Step], list[dict]]:
-    """kube-proxy's state on one node as kube-proxy applies it (one ipset restore, one iptables-restore
-    with all tables, IPVS in one go), and what each part must read back as."""
-    from kpemu.proxy.save import ruleset_from_restore, save_text
-
-    backend = topo.kubeProxy.backend
-    if topo.kubeProxy.mode == "ipvs":
-        from kpemu.proxy.ipset_text import restore_input
-        from kpemu.proxy.iptables import kube_proxy_chains
-        from kpemu.proxy.ipvs import DUMMY_DEVICE, ipvs_rules
-
-        state = ipvs_rules(topo, node, kernel=kernel)
-        rs = ruleset_from_restore(state.restore_text())
-        steps = [
-            Step("run", f"{node}: ipset restore", ns, ("ipset", "restore", "-exist"), restore_input(state.ipsets)),
-            _restore(f"{node}: kube-proxy rules", ns, state.restore_text(), backend),
-            batch_step(f"{node}: {DUMMY_DEVICE}", ns, [f"link add {DUMMY_DEVICE} type dummy"]
-                       + [f"addr add {ip}/32 dev {DUMMY_DEVICE}" for ip in state.bound_addresses]),
-            *sysctl_steps(f"{node}: IPVS sysctls", (Sysctl(ns, k, v) for k, v in state.sysctls)),
-            Step("run", f"{node}: ipvsadm -R", ns, ("ipvsadm", "-R"), state.ipvsadm_text()),
-        ]
-        expected = [
-            {"node": node, "kind": "iptables", "expected": save_text(rs, backend),
-             "chains": {t: sorted(c) for t, c in kube_proxy_chains(rs).items()}},
-            {"node": node, "kind": "ipset", "expected": state.ipset_save_text(),
-             "sets": [s.name for s in state.ipsets]},
-            {"node": node, "kind": "ipvs", "expected": state.ipvsadm_text()},
-        ]
-        return steps, expected
-    from kpemu.proxy.iptables import iptables_rules, kube_proxy_chains, restore_text, uses_nfacct
-
-    rs = iptables_rules(topo, node)
-    steps = [Step("nfacct", f"{node}: kube-proxy's nfacct counters", ns)] if uses_nfacct(topo) else []
-    steps.append(_restore(f"{node}: kube-proxy rules", ns, restore_text(rs), backend))
-    if needs_route_localnet(topo):
-        steps += sysctl_steps(f"{node}: route_localnet", [Sysctl(ns, "net/ipv4/conf/all/route_localnet", "1")])
-    return steps, [{"node": node, "kind": "iptables", "expected": save_text(rs, backend),
-                    "chains": {t: sorted(c) for t, c in kube_proxy_chains(rs).items()}}]
-
-
 def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[dict]]:
     """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations."""
     steps = fabric_steps(plan, alias(lab_owner(topo.name)))
     expected: list[dict] = []
+    mode = mode_of(topo)
     for node in topo.nodes:
-        s, e = proxy_steps(topo, node.name, plan.netns(node.name), kernel)
+        s, e = mode.steps(topo, node.name, plan.netns(node.name), kernel)
         steps += s
         expected += e
-    steps += [_restore(f"{r.owner} rules in {r.ns}", r.ns, r.text, topo.kubeProxy.backend) for r in plan.rules]
+    steps += [restore_step(f"{r.owner} rules in {r.ns}", r.ns, r.text, topo.kubeProxy.backend) for r in plan.rules]
     return steps, expected
 
 
@@ -108,6 +53,7 @@ def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str 
     return {"version": JOB_VERSION, "kind": "deploy", "lab": topo.name, "source": source, "prefix": PREFIX,
             "namespaces": namespaces_json(plan), "steps": [s.to_json() for s in steps], "readback": expected,
             "backend": topo.kubeProxy.backend, "ipvs": topo.kubeProxy.mode == "ipvs",
+            "rule_kinds": list(mode_of(topo).saved), "trace_kind": mode_of(topo).trace,
             "nodes": {n.name: plan.netns(n.name) for n in topo.nodes}}
 
 

@@ -36,6 +36,7 @@ from kpemu.errors import ApplyError, EnvironmentProblem
 from kpemu.kernel import counters, nfacct
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.labstate import LabState, state_path
+from kpemu.kernel.nfttrace import start_nft_tracing
 from kpemu.kernel.trace import FlowMatch, start_tracing
 from kpemu.plan.types import Interface
 from kpemu.statedir import scratch_dir
@@ -201,7 +202,10 @@ def _traced_flow(job: dict[str, Any], flow: dict[str, Any], out: Path) -> tuple[
     nodes, backend, ipvs = job["nodes"], job["backend"], job["ipvs"]
     before = counters.snapshot(nodes, backend, ipvs)
     match = FlowMatch(**{**flow["match"], "backends": tuple(tuple(b) for b in flow["match"]["backends"])})
-    session = start_tracing(nodes, match, backend, workdir=scratch_dir(job["lab"]))
+    if job["trace_kind"] == "nft-monitor":
+        session = start_nft_tracing(nodes, match, workdir=scratch_dir(job["lab"]))
+    else:
+        session = start_tracing(nodes, match, backend, workdir=scratch_dir(job["lab"]))
     try:
         result = run_flow(flow, gap=TRACE_GAP if session.unavailable is None else 0.0)
     finally:
@@ -222,7 +226,7 @@ def _traffic(job: dict[str, Any], out: Path, progress: Progress) -> dict[str, An
                            "points": job["captures"]}
     nodes = job["nodes"]
     with timed("save the rules"):
-        snapshot.save_rules(nodes, job["backend"], job["ipvs"], out / "rules")
+        snapshot.save_rules(nodes, job["backend"], job["rule_kinds"], out / "rules")
     caps = []
     with _servers(job):
         try:

@@ -16,6 +16,7 @@ from kpemu.errors import ApplyError
 from kpemu.kernel.netfilter import owned_lines
 from kpemu.kernel.readback import first_difference
 from kpemu.proxy import ipset_text, ipvsadm_text
+from kpemu.proxy.nftables.listing import without_interval_order
 
 
 def _iptables(item: dict[str, Any], text: str) -> list[tuple[str, str, str]]:
@@ -35,8 +36,13 @@ def _ipvs(item: dict[str, Any], text: str) -> list[tuple[str, str, str]]:
     return [("ipvsadm -Sn", item["expected"], ipvsadm_text.canonical_ipvsadm(text))]
 
 
+def _nft(item: dict[str, Any], text: str) -> list[tuple[str, str, str]]:
+    # interval-set elements are listed in the kernel's own order: compared as a set
+    return [("nft list table ip kube-proxy", without_interval_order(item["expected"]), without_interval_order(text))]
+
+
 COMPARE: dict[str, Callable[[dict[str, Any], str], list[tuple[str, str, str]]]] = {
-    "iptables": _iptables, "ipset": _ipset, "ipvs": _ipvs}
+    "iptables": _iptables, "ipset": _ipset, "ipvs": _ipvs, "nft": _nft}
 
 
 def readback_problems(expected: list[dict[str, Any]], read: Callable[[str, str], str]) -> list[str]:

@@ -103,7 +103,7 @@ class RulesExpect(Strict):
     """Lines the kernel must hold on a node after deploy (read back into rules/<node>.<kind>)."""
 
     node: str
-    kind: Literal["iptables-save", "ipset", "ipvs"] = "iptables-save"
+    kind: Literal["iptables-save", "ipset", "ipvs", "nft"] = "iptables-save"
     contains: list[str] = Field(min_length=1)
 
 

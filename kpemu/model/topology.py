@@ -20,6 +20,8 @@ CIDR = Annotated[str, Field(description="an IPv4 network such as 10.244.0.0/16")
 
 OLDEST_MINOR, NEWEST_MINOR = 10, 37  # kube-proxy releases 1.10 .. 1.37 are modelled (see proxy/versions.py)
 NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
+# nftables mode (alpha in 1.29) releases kpemu models (kpemu.proxy.nftables.eras).
+OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 35
 
 
 def _check_ip(value: str) -> str:
@@ -45,7 +47,7 @@ class Strict(BaseModel):
 class KubeProxy(Strict):
     """kube-proxy settings that change what it programs."""
 
-    mode: Literal["iptables", "ipvs"] = "iptables"
+    mode: Literal["iptables", "ipvs", "nftables"] = "iptables"
     version: str = NEWEST_KUBE_PROXY
     clusterCIDR: CIDR | None = None
     masqueradeAll: bool = False

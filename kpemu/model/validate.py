@@ -7,7 +7,15 @@ from collections.abc import Callable, Iterable
 
 from kpemu.errors import Problem
 from kpemu.model.names import NETNS_NAME_MAX, netns_name
-from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR, Pod, Service, Topology
+from kpemu.model.topology import (
+    NEWEST_MINOR,
+    NEWEST_NFT_MINOR,
+    OLDEST_MINOR,
+    OLDEST_NFT_MINOR,
+    Pod,
+    Service,
+    Topology,
+)
 
 Net = ipaddress.IPv4Network
 Report = Callable[[str, str], None]
@@ -199,6 +207,10 @@ def _check_kube_proxy(topo: Topology, bad: Report) -> None:
                                  f"1.{NEWEST_MINOR}")
     if kp.mode == "ipvs" and kp.minor < 11:
         bad("kubeProxy.mode", "IPVS mode is modelled from kube-proxy 1.11 (GA); raise kubeProxy.version")
+    if kp.mode == "nftables" and not OLDEST_NFT_MINOR <= kp.minor <= NEWEST_NFT_MINOR:
+        bad("kubeProxy.mode", f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} "
+                              f"to 1.{NEWEST_NFT_MINOR}, got {kp.version}: raise kubeProxy.version or use mode "
+                              "iptables")
     if kp.scheduler != "rr" and kp.mode != "ipvs":
         bad("kubeProxy.scheduler", "scheduler only applies to mode: ipvs")
 

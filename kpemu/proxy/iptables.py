@@ -550,3 +550,13 @@ def kube_proxy_chains(rs: RuleSet) -> dict[str, set[str]]:
 def uses_nfacct(topo: Topology) -> bool:
     """Whether the nodes' kube-proxy rules name nfacct counters (so they must exist first)."""
     return topo.kubeProxy.mode == "iptables" and flavour_for(topo.kubeProxy).nfacct
+
+
+def needs_route_localnet(topo: Topology) -> bool:
+    """iptables mode: route_localnet=1 always before 1.24; since then only with localhostNodePorts and
+    loopback among the nodePortAddresses (an empty list means all addresses)."""
+    kp = topo.kubeProxy
+    loopback = not kp.nodePortAddresses or any(
+        ipaddress.IPv4Address("127.0.0.1") in ipaddress.IPv4Network(c) for c in kp.nodePortAddresses
+    )
+    return flavour_for(kp).route_localnet_always or (kp.localhostNodePorts and loopback)

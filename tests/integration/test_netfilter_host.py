@@ -9,13 +9,13 @@ from collections.abc import Iterator
 import pytest
 
 from kpemu.capture.snapshot import rules_text
-from kpemu.jobs.build import proxy_steps
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.verify import readback_problems
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.netfilter import supports_random_fully
 from kpemu.model import load_topology
 from kpemu.model.topology import Topology
+from kpemu.proxy.modes import mode_of
 from tests.conftest import ROOT, TOPOLOGIES, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
@@ -38,7 +38,7 @@ def _with(topo: Topology, **kp: object) -> Topology:
 
 def _apply(ns: str, topo: Topology, node: str) -> list[dict]:
     """Run the node's kube-proxy steps in `ns`, assert the read-back equals; the expectations."""
-    steps, expected = proxy_steps(topo, node, ns, (6, 1))
+    steps, expected = mode_of(topo).steps(topo, node, ns, (6, 1))
     for step in steps:
         run_step(step.to_json())
     assert readback_problems(expected, lambda _, kind: rules_text(ns, kind, topo.kubeProxy.backend)) == []

@@ -11,7 +11,6 @@ import pytest
 
 from kpemu.capture.snapshot import rules_text
 from kpemu.errors import ApplyError
-from kpemu.jobs.build import proxy_steps
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.verify import readback_problems
 from kpemu.kernel import netns as nsmod
@@ -19,6 +18,7 @@ from kpemu.kernel import nfacct
 from kpemu.kernel.netns import run_in
 from kpemu.model import load_topology
 from kpemu.proxy.iptables import iptables_rules, restore_text, uses_nfacct
+from kpemu.proxy.modes import mode_of
 from tests.conftest import ROOT, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
@@ -53,7 +53,7 @@ def test_upstream_overall_rules_with_nfacct_apply_and_read_back(scratch: str, ba
     topo = load_topology(UPSTREAM)
     topo = topo.model_copy(update={"kubeProxy": topo.kubeProxy.model_copy(update={"backend": backend})})
     assert uses_nfacct(topo)
-    steps, expected = proxy_steps(topo, "test-node", scratch, (6, 1))
+    steps, expected = mode_of(topo).steps(topo, "test-node", scratch, (6, 1))
     assert steps[0].kind == "nfacct"  # the counters exist before iptables-restore names them
     for step in steps:
         run_step(step.to_json())
