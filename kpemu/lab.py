@@ -8,10 +8,12 @@ namespace whose name starts with the kpemu prefix.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from kpemu.kernel.rules import apply_rules
 from kpemu.model.names import netns_name
 from kpemu.model.topology import Topology
 from kpemu.plan.fabric import plan_fabric
-from kpemu.plan.types import Plan
+from kpemu.plan.types import Namespace, Plan
 
 PREFIX = "kp-"
 STATE_DIR = Path(os.environ.get("KPEMU_STATE_DIR", "/run/kpemu/labs"))
@@ -39,6 +41,7 @@ class LabState:
     namespaces: list[str]
     members: dict[str, str]  # member -> netns
     kinds: dict[str, str] = field(default_factory=dict)  # member -> node|pod|external|underlay
+    containers: list[str] = field(default_factory=list)  # members that run as containers (image:)
     created_at: float = 0.0
     deploy_seconds: float = 0.0
     complete: bool = False
@@ -84,15 +87,19 @@ def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabSta
         namespaces=[ns.name for ns in plan.namespaces],
         members={ns.member: ns.name for ns in plan.namespaces},
         kinds={ns.member: ns.kind for ns in plan.namespaces},
+        containers=sorted(topo.containers()),
         created_at=time.time(),
     )
     state.save()
     started = time.perf_counter()
     created: list[str] = []
     try:
-        apply_fabric(plan, created)
+        apply_fabric(plan, created, _netns_maker(topo))
         apply_rules(topo, plan)
     except BaseException:
+        if state.containers:
+            with contextlib.suppress(KpemuError):  # the deploy's own error is the one to report
+                _remove_containers(topo.name)
         for ns in reversed(created):
             nsmod.delete_netns(ns)
         state_path(topo.name).unlink(missing_ok=True)
@@ -103,9 +110,39 @@ def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabSta
     return state
 
 
+def _netns_maker(topo: Topology) -> Callable[[Namespace], None] | None:
+    """How deploy creates a namespace: None (empty named namespaces) unless some member has an
+    image; then those members' namespaces are their containers' (kpemu.docker.members)."""
+    containers = topo.containers()
+    if not containers:
+        return None
+    from kpemu.docker.engine import connect
+    from kpemu.docker.members import start_member
+
+    client = connect(start=True)
+    assert client is not None
+
+    def make(ns: Namespace) -> None:
+        if ns.member in containers:
+            start_member(client, topo.name, ns.member, containers[ns.member], ns.name)
+        else:
+            nsmod.create_netns(ns.name)
+
+    return make
+
+
+def _remove_containers(lab: str | None) -> list[str]:
+    """Container members: remove the lab's containers (every kpemu container when `lab` is None),
+    found by their kpemu.lab label, before their namespaces are deleted."""
+    from kpemu.docker.members import remove_containers
+
+    return remove_containers(lab)
+
+
 def destroy(lab: str) -> list[str]:
     """Remove exactly what the lab's state file records (idempotent). Returns removed namespaces."""
     require_root()
+    _remove_containers(lab)  # step 1 (container members): by label, so it needs no state file
     state = load_state(lab)
     names = state.namespaces if state else nsmod.list_netns(netns_name(lab, ""))
     removed = [ns for ns in names if nsmod.delete_netns(ns)]
@@ -116,6 +153,7 @@ def destroy(lab: str) -> list[str]:
 def destroy_all() -> list[str]:
     """Remove every recorded lab and every leftover kpemu namespace found by prefix."""
     require_root()
+    _remove_containers(None)  # step 1 (container members): every container labelled kpemu.lab
     removed: list[str] = []
     for f in sorted(STATE_DIR.glob("*.json")) if STATE_DIR.exists() else []:
         removed += destroy(f.stem)
@@ -164,9 +202,15 @@ def member_netns(lab: str, member: str) -> str:
 
 
 def exec_in(lab: str, member: str, cmd: list[str]) -> int:
-    """Run `cmd` in a member's namespace with the terminal attached; return its exit code."""
+    """Run `cmd` in a member's namespace with the terminal attached; return its exit code. In a
+    container member it runs in the container (`docker exec`), with the image's own tools."""
     ns = member_netns(lab, member)
     try:
+        state = load_state(lab)
+        if state is not None and member in state.containers:
+            from kpemu.docker.members import exec_argv
+
+            return subprocess.run(exec_argv(ns, cmd, tty=os.isatty(0))).returncode
         return nsmod.run_in(ns, cmd, capture_output=False).returncode
     except FileNotFoundError:
         raise InputError(f"kpemu exec: command not found: {cmd[0]}") from None

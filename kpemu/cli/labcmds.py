@@ -19,6 +19,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     topo = load_topology(args.file)
     cmd = args.cmd
     runtime, reason = choose_runtime(args.runtime, [(topo.cni, topo.kubeProxy.mode)])
+    if topo.containers():
+        from kpemu.docker.engine import blocker
+        from kpemu.errors import EnvironmentProblem
+
+        if why := blocker(True, runtime):
+            raise EnvironmentProblem(f"lab {topo.name}: {why[0]}", why[1])
     if runtime == "vm":
         return _deploy_in_guest(args.file, topo.name, cmd, reason)
     if cmd:

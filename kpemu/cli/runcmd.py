@@ -44,13 +44,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return max(_compare_modes(args, f, console, out_dir_for(args.out, sc.name, several), extra)
                    for f, sc in zip(args.scenarios, scenarios, strict=True))
     decisions = choose_runtimes(args.runtime, scenarios)
+    scenarios, decisions = _without_blocked(scenarios, decisions, console)
     if args.collect_only:
         for sc in scenarios:
             seconds = collect_scenario(sc, out_dir_for(args.out, sc.name, several), args.trace)
             console.print(f"collected {sc.name} in {seconds:.1f}s")
         return 0
     worst, results = 0, []
-    in_vm = [(f, sc) for f, sc, (rt, _) in zip(args.scenarios, scenarios, decisions, strict=True) if rt == "vm"]
+    in_vm = [(str(sc.path), sc) for sc, (rt, _) in zip(scenarios, decisions, strict=True) if rt == "vm"]
     if in_vm:
         from kpemu.vm import run_in_guest
 
@@ -86,6 +87,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
     return worst
+
+
+def _without_blocked(scenarios: list, decisions: list[tuple[str, str]],
+                     console: Console) -> tuple[list, list[tuple[str, str]]]:
+    """Scenarios with container members that cannot run where they would (docker absent, or the
+    guest kernel): one such scenario is an environment problem (exit 3); in a batch it is reported
+    as skipped with the reason, and the others run."""
+    from kpemu.docker.engine import blocker
+    from kpemu.errors import EnvironmentProblem
+
+    keep = []
+    for sc, d in zip(scenarios, decisions, strict=True):
+        why = blocker(bool(sc.topology.containers()), d[0])
+        if why is None:
+            keep.append((sc, d))
+        elif len(scenarios) == 1:
+            raise EnvironmentProblem(f"{sc.name}: {why[0]}", why[1])
+        else:
+            console.print(f"skipped {sc.name}: {why[0]} (fix: {why[1]})")
+    return [sc for sc, _ in keep], [d for _, d in keep]
 
 
 MODES = ("iptables", "ipvs")

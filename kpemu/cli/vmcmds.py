@@ -14,15 +14,18 @@ from kpemu.errors import InputError
 def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from kpemu.docker.engine import status as docker_status
     from kpemu.kernel.probe import CNIS, PROXY_MODES, can_run, probe
 
     caps = probe()
+    docker_ok, docker_detail = docker_status()
     combos = {f"{c}/{m}": can_run(caps, c, m) for c in CNIS for m in PROXY_MODES}
     vm_ready = caps.has("tool:qemu-system-x86_64") and caps.has("tool:vng")
     if args.json:
         data = caps.to_json()
         data["runs"] = {k: {"host": ok, "missing": missing, "runtime": "host" if ok else "vm"}
                         for k, (ok, missing) in combos.items()}
+        data["docker"] = {"ok": docker_ok, "detail": docker_detail}
         print(json.dumps(data, indent=2))
         return 0
     con = human_console()
@@ -38,6 +41,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for k, (ok, missing) in combos.items():
         where = "host" if ok else ("vm" if vm_ready else "[red]vm (not installed)[/]")
         r.add_row(k, where, "this kernel has everything" if ok else "host lacks " + ", ".join(missing))
+    r.add_row("docker members (image:)", "host" if docker_ok else "[red]none[/]", docker_detail)
     con.print(r)
     if not caps.root:
         con.print("[yellow]not root: kernel features were not probed (run as root)[/]")

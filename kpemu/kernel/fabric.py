@@ -18,7 +18,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from kpemu.errors import ApplyError, EnvironmentProblem
 from kpemu.kernel import netns as nsmod
-from kpemu.plan.types import Plan, Route, Sysctl
+from kpemu.plan.types import Namespace, Plan, Route, Sysctl
 
 RT_PROTO = {"boot": 3, "static": 4, "bird": 12}
 RT_SCOPE = {"universe": 0, "link": 253, "host": 254}
@@ -88,10 +88,16 @@ def _netlink(what: str, fn: Callable[[], object]) -> None:
         raise ApplyError(f"{what}: {e.args[1] if len(e.args) > 1 else e}") from None
 
 
-def apply_fabric(plan: Plan, created: list[str]) -> None:
-    """Create the plan's namespaces (appending each to `created` as it appears) and wire them."""
+def apply_fabric(plan: Plan, created: list[str],
+                 make_netns: Callable[[Namespace], None] | None = None) -> None:
+    """Create the plan's namespaces (appending each to `created` as it appears) and wire them.
+
+    `make_netns` creates one namespace (default: an empty named namespace); for a container member
+    it starts the container and binds its namespace under the same name.
+    """
+    make = make_netns or (lambda ns: nsmod.create_netns(ns.name))
     for ns in plan.namespaces:
-        nsmod.create_netns(ns.name)
+        make(ns)
         created.append(ns.name)
     sysctls = list(plan.sysctls)
     write_sysctls([s for s in sysctls if _is_namespace_wide(s)])

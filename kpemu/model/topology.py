@@ -106,14 +106,40 @@ class Node(Strict):
     _cidr = field_validator("podCIDR")(_check_cidr)
 
 
+# A container image reference: [registry[:port]/]name[:tag][@digest], as docker accepts it.
+ImageRef = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/:@-]*$", max_length=255)]
+
+
+class Container(Strict):
+    """What makes a member a container instead of a bare namespace: its image and how it starts.
+
+    The container gets no docker network (`network_mode: none`); kpemu wires its namespace like a
+    bare one. `command` replaces the image's CMD; `env` adds environment variables.
+    """
+
+    image: ImageRef | None = None
+    command: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, v: object) -> object:
+        return [v] if isinstance(v, str) else v
+
+    @property
+    def has_image(self) -> bool:
+        return self.image is not None
+
+
 class PodPort(Strict):
     port: int = Field(ge=1, le=65535)
     protocol: Protocol = "TCP"
     name: str | None = None
 
 
-class Pod(Strict):
-    """A pod: its own namespace on a node, with a small server on each port."""
+class Pod(Container):
+    """A pod: its own namespace on a node, with a small server on each port (or, with `image:`,
+    a container whose own processes serve those ports)."""
 
     name: K8sName
     namespace: K8sName = "default"
@@ -200,8 +226,9 @@ class Service(Strict):
         return self.type in ("NodePort", "LoadBalancer") or bool(self.externalIPs)
 
 
-class External(Strict):
-    """A host outside the cluster (a client, a load balancer), attached to the underlay router."""
+class External(Container):
+    """A host outside the cluster (a client, a load balancer), attached to the underlay router
+    (with `image:`, a container that runs each flow's client command)."""
 
     name: K8sName
     ip: IPv4
@@ -285,6 +312,10 @@ class Topology(Strict):
             if str(host) not in used:
                 return str(host)
         raise ValueError("underlay has no free address for the router")
+
+    def containers(self) -> dict[str, Container]:
+        """Members that run as containers (`image:` given), by member name."""
+        return {m.name: m for m in [*self.pods, *self.externals] if m.has_image}
 
     def service(self, key: str) -> Service:
         ns, _, name = key.rpartition("/")

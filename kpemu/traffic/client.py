@@ -16,10 +16,13 @@ import socket
 import sys
 import time
 
+from kpemu.traffic import http
 from kpemu.traffic.markers import parse_reply, request_marker
 
 
-def _tcp(dst: str, port: int, marker: str, timeout: float) -> dict:
+def _tcp(dst: str, port: int, marker: str, timeout: float, path: str | None = None,
+         candidates: list[str] | None = None) -> dict:
+    """One TCP connection: the marker line (or, with `path`, an HTTP GET) and what comes back."""
     out: dict = {"connected": False, "reply": None, "backend": None, "outcome": "dropped"}
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -29,6 +32,9 @@ def _tcp(dst: str, port: int, marker: str, timeout: float) -> dict:
     try:
         s.connect((dst, port))
         out["connected"] = True
+        if path is not None:
+            _http(out, s, http.request(dst, port, path, marker), candidates or [])
+            return out
         s.sendall((marker + "\n").encode())
         buf = b""
         while b"\n" not in buf and len(buf) < 512:
@@ -47,6 +53,20 @@ def _tcp(dst: str, port: int, marker: str, timeout: float) -> dict:
     finally:
         s.close()
     return out
+
+
+def _http(out: dict, s: socket.socket, req: bytes, candidates: list[str]) -> None:
+    """Send the GET, read the response until the server closes (bounded), parse status and body."""
+    s.sendall(req)
+    buf = b""
+    while len(buf) < 65536:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    status, body = http.parse_response(buf)
+    out.update(status=status, reply=body.strip() or None, backend=http.pod_named(body, candidates),
+               outcome="reply" if status is not None else "no-reply")
 
 
 def _udp(dst: str, port: int, marker: str, timeout: float) -> dict:
@@ -93,8 +113,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--connections", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=2.0)
     ap.add_argument("--gap", type=float, default=0.0, help="seconds to wait between connections (at most 1)")
+    ap.add_argument("--http", metavar="PATH", help="send an HTTP GET of PATH instead of the marker line (TCP)")
+    ap.add_argument("--candidates", default="", help="comma-separated pods an HTTP answer may name")
     args = ap.parse_args(argv)
-    run = _tcp if args.proto == "tcp" else _udp
+    if args.http is not None:
+        cands = [c for c in args.candidates.split(",") if c]
+
+        def run(dst: str, port: int, marker: str, timeout: float) -> dict:
+            return _tcp(dst, port, marker, timeout, args.http, cands)
+    else:
+        run = _tcp if args.proto == "tcp" else _udp
     gap = max(0.0, min(args.gap, 1.0))
     for i in range(max(1, min(args.connections, 64))):
         if i and gap:

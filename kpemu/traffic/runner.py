@@ -39,7 +39,7 @@ def start_servers(topo: Topology, members: dict[str, str]) -> list[subprocess.Po
     """One server process per pod with ports, started inside the pod; returns once all are ready."""
     procs: dict[str, subprocess.Popen] = {}
     for pod in topo.pods:
-        if not pod.ports:
+        if not pod.ports or pod.has_image:  # a container pod's own processes serve its ports
             continue
         argv = [sys.executable, "-m", "kpemu.traffic.server", "--name", pod.name]
         for pp in pod.ports:
@@ -52,6 +52,14 @@ def start_servers(topo: Topology, members: dict[str, str]) -> list[subprocess.Po
         stop_processes(list(procs.values()))
         raise EnvironmentProblem(f"the servers in {', '.join(late)} did not start within {scaled(READY_TIMEOUT)}s",
                                  "check that the pod ports are free and python runs in the namespace")
+    if own := [p for p in topo.pods if p.ports and p.has_image]:
+        from kpemu.traffic.container import wait_listening
+
+        try:
+            wait_listening(own, members, scaled(READY_TIMEOUT))
+        except EnvironmentProblem:
+            stop_processes(list(procs.values()))
+            raise
     return list(procs.values())
 
 
@@ -59,13 +67,22 @@ def run_flow(flow: ResolvedFlow, members: dict[str, str], gap: float = 0.0) -> F
     """Run one flow's client in its source namespace (bounded by connections x (timeout + gap)).
 
     `gap` seconds pass between connections (a traced flow is paced so the trace monitor keeps up).
+    A container source (a flow with command:, or http: from a container) runs its own command.
     """
     f = flow.flow
+    if flow.src_container:
+        from kpemu.traffic.container import run_in_container
+
+        budget = f.connections * (f.timeout + 2.0 + gap) + 5
+        conns, err = run_in_container(members[flow.src_member], flow, budget)
+        return FlowResult(f.name, conns, err)
     argv = [sys.executable, "-m", "kpemu.traffic.client", "--flow", f.name, "--dst", flow.dst_ip,
             "--port", str(flow.dst_port), "--proto", flow.protocol.lower(),
             "--connections", str(f.connections), "--timeout", str(f.timeout)]
     if gap > 0:
         argv += ["--gap", str(gap)]
+    if f.http is not None:
+        argv += ["--http", f.http, "--candidates", ",".join(flow.candidates)]
     budget = f.connections * (f.timeout + 0.5 + gap) + 5
     try:
         res = nsmod.run_in(members[flow.src_member], argv, timeout=budget)
@@ -78,3 +95,4 @@ def run_flow(flow: ResolvedFlow, members: dict[str, str], gap: float = 0.0) -> F
         with contextlib.suppress(json.JSONDecodeError):
             result.connections.append(json.loads(line))
     return result
+

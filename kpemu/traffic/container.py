@@ -1,0 +1,96 @@
+"""Traffic with container members: their own servers (wait until they listen) and their own
+client commands (one `docker exec` per connection; the outcome from its exit code and output)."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING
+
+from kpemu.errors import EnvironmentProblem
+from kpemu.kernel import netns as nsmod
+from kpemu.traffic import http
+from kpemu.traffic.markers import parse_reply, request_marker
+
+if TYPE_CHECKING:
+    from kpemu.model.scenario import ResolvedFlow
+    from kpemu.model.topology import Pod
+
+# busybox wget and curl: -S / -i print the status line; -T / -m bound the whole transfer.
+HTTP_COMMAND = ["wget", "-S", "-q", "-O", "-", "-T", "{timeout}", "http://{dst}:{port}{path}"]
+FAILURES = (("refused", "refused"), ("timed out", "dropped"), ("timeout", "dropped"),
+            ("no route", "unreachable"), ("unreachable", "unreachable"))
+
+
+def wait_listening(pods: list[Pod], members: dict[str, str], timeout: float) -> None:
+    """Wait until every container pod listens on its TCP and UDP ports (read with `ss` in its namespace)."""
+    pending = {p.name: {(pp.protocol, pp.port) for pp in p.ports if pp.protocol in ("TCP", "UDP")} for p in pods}
+    deadline = time.monotonic() + timeout
+    while True:
+        for name in list(pending):
+            out = nsmod.output_in(members[name], ["ss", "-Hltun"])
+            open_ = {("TCP" if line.startswith("tcp") else "UDP", int(m.group(1)))
+                     for line in out.splitlines() if (m := re.search(r":(\d+)\s+\S+\s*$", line.split("users:")[0]))}
+            if pending[name] <= open_:
+                del pending[name]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise EnvironmentProblem(f"the containers of {', '.join(sorted(pending))} do not listen on their ports "
+                                     f"within {timeout:.0f}s", "check the image's command and the pod's ports")
+        time.sleep(0.05)
+
+
+def command_for(flow: ResolvedFlow, index: int) -> list[str]:
+    """The container client's argv for connection `index` (the flow's command, else wget of http:)."""
+    f = flow.flow
+    template = f.command or HTTP_COMMAND
+    values = {"dst": flow.dst_ip, "port": str(flow.dst_port), "path": f.http or "/",
+              "timeout": str(max(1, round(f.timeout))), "marker": request_marker(f.name, index)}
+    return [re.sub(r"\{(dst|port|path|timeout|marker)\}", lambda m: values[m.group(1)], a) for a in template]
+
+
+def connection_result(exit_code: int, stdout: str, stderr: str, candidates: list[str]) -> dict:
+    """One connection's record, as the namespace client writes it, from a command's exit and output."""
+    both = f"{stdout}\n{stderr}"
+    status = http.status_in(both)
+    answer = stdout.strip()[: http.MAX_BODY] or None
+    parsed = parse_reply(answer or "")
+    backend = parsed[1] if parsed else http.pod_named(stdout, candidates)
+    if exit_code == 0:
+        outcome = "reply"
+    else:
+        low = both.lower()
+        outcome = next((o for word, o in FAILURES if word in low), "error")
+    out = {"connected": exit_code == 0, "reply": answer, "backend": backend, "outcome": outcome,
+           "sport": None, "status": status, "exit": exit_code}
+    if exit_code:
+        out["error"] = stderr.strip()[-200:]
+    return out
+
+
+def run_in_container(container: str, flow: ResolvedFlow, budget: float) -> tuple[list[dict], str]:
+    """Run the flow's connections as commands in `container`; (records, stderr of the last failure)."""
+    from kpemu.docker.engine import connect
+
+    client = connect(start=False)
+    if client is None:
+        raise EnvironmentProblem(f"{flow.flow.from_} is a container but no docker engine answers",
+                                 "kpemu destroy --all, then run again")
+    c = client.containers.get(container)
+    records, err = [], ""
+    deadline = time.monotonic() + budget
+    for i in range(flow.flow.connections):
+        if time.monotonic() > deadline:
+            break
+        argv = command_for(flow, i)
+        started = time.monotonic()
+        res = c.exec_run(argv, demux=True)
+        stdout, stderr = ((b or b"").decode(errors="replace") for b in (res.output or (b"", b"")))
+        rec = connection_result(res.exit_code or 0, stdout, stderr, list(flow.candidates))
+        rec.update(index=i, marker=request_marker(flow.flow.name, i), duration=round(time.monotonic() - started, 6),
+                   command=argv)
+        records.append(rec)
+        if res.exit_code:
+            err = stderr.strip()
+    return records, err
