@@ -10,6 +10,7 @@ created (exit 2).
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -69,9 +70,17 @@ class Flow(Strict):
     protocol: Literal["TCP", "UDP"] | None = None  # default: the destination port's protocol
     connections: int = Field(1, ge=1, le=MAX_CONNECTIONS)
     timeout: float = Field(2.0, gt=0, le=10)  # seconds per connection attempt
-    http: str | None = Field(None, pattern=r"^/[!-~]*$")  # an HTTP GET of this path instead of the marker line
+    http: str | None = None  # an HTTP GET of this path instead of the marker line
     # A container client's own command per connection; {dst} {port} {path} {timeout} {marker} are filled in.
     command: list[str] | None = None
+
+
+    @field_validator("http")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"/[!-~]*", v):
+            raise ValueError(f"expected a URL path such as / or /index.html, got {v!r}")
+        return v
 
 
 class HopExpect(Strict):

@@ -7,6 +7,7 @@ cross-field checks (addresses in CIDRs, selectors, duplicates) live in `validate
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -106,8 +107,7 @@ class Node(Strict):
     _cidr = field_validator("podCIDR")(_check_cidr)
 
 
-# A container image reference: [registry[:port]/]name[:tag][@digest], as docker accepts it.
-ImageRef = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/:@-]*$", max_length=255)]
+IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$")  # [registry[:port]/]name[:tag][@digest]
 
 
 class Container(Strict):
@@ -117,9 +117,17 @@ class Container(Strict):
     bare one. `command` replaces the image's CMD; `env` adds environment variables.
     """
 
-    image: ImageRef | None = None
+    image: str | None = None
     command: list[str] | None = None
     env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is not None and not IMAGE_REF.match(v):
+            raise ValueError("expected an image reference such as nginx:1.27, curlimages/curl:8.8.0 or "
+                             "kpemu/busybox:local")
+        return v
 
     @field_validator("command", mode="before")
     @classmethod
