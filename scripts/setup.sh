@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 
 DEBS=(iproute2 iptables ipset ipvsadm tcpdump conntrack ethtool nftables kmod procps
       python3-venv qemu-system-x86 busybox-static file chromium)
+# dockerd for container members (image:), unless an engine is installed already (docker-ce, moby).
+command -v dockerd >/dev/null || DEBS+=(docker.io)
 missing=()
 for p in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,8 +15,15 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # docker.io's maintainer scripts would start the host's docker service (docker0, iptables rules):
+  # keep every service from starting while installing; kpemu starts its own dockerd when it needs one.
+  noservices=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && noservices=1
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if ((noservices)); then rm -f /usr/sbin/policy-rc.d; fi
 fi
 
 PY=${PYTHON:-python3}
@@ -22,7 +31,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, virtme_ng, pytest' 2>/dev/null \
+if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, docker, virtme_ng, pytest' 2>/dev/null \
    || [ pyproject.toml -nt .venv/.kpemu-setup-done ]; then
   echo "setup: installing kpemu (editable) and its Python dependencies into .venv"
   .venv/bin/pip install -q --upgrade pip >/dev/null

@@ -4,6 +4,7 @@ it to the member name) and runs busybox httpd; wget and nc act as clients."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import shutil
 import tarfile
@@ -16,8 +17,10 @@ if TYPE_CHECKING:
     import docker
 
 LOCAL_IMAGE = "kpemu/busybox:local"
+DIGEST_LABEL = "kpemu.rootfs"
 BUSYBOX_FIX = "make setup (installs Debian's busybox-static)"
-APPLETS = ("sh", "httpd", "wget", "nc", "hostname", "echo", "cat", "sleep", "ls", "ip", "mkdir", "ps", "true")
+APPLETS = ("sh", "httpd", "wget", "nc", "hostname", "echo", "cat", "sleep", "ls", "ip", "mkdir", "ps", "true",
+           "timeout")
 SERVE = """#!/bin/sh
 # The page names this container (its hostname is the kpemu member name).
 mkdir -p /www
@@ -60,9 +63,20 @@ def rootfs_tar(busybox: Path | None = None) -> bytes:
 
 
 def build_local_image(client: docker.DockerClient, tag: str = LOCAL_IMAGE) -> str:
-    """`docker import` the busybox root filesystem as `tag` (CMD /serve); returns the tag."""
+    """`docker import` the busybox root filesystem as `tag` (CMD /serve), labelled with the digest of
+    its content so a changed recipe (or busybox) rebuilds it; a no-op when it is current."""
+    from docker.errors import ImageNotFound
+
+    data = rootfs_tar()
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    try:
+        if (client.images.get(tag).labels or {}).get(DIGEST_LABEL) == digest:
+            return tag
+    except ImageNotFound:
+        pass
     repo, _, version = tag.rpartition(":")
-    client.api.import_image_from_data(rootfs_tar(), repository=repo, tag=version, changes=['CMD ["/serve"]'])
+    client.api.import_image_from_data(data, repository=repo, tag=version,
+                                      changes=['CMD ["/serve"]', f"LABEL {DIGEST_LABEL}={digest}"])
     return tag
 
 
@@ -70,14 +84,14 @@ def ensure_image(client: docker.DockerClient, image: str) -> None:
     """Make `image` present on the engine: the local test image is built, any other is pulled."""
     from docker.errors import DockerException, ImageNotFound
 
+    if image == LOCAL_IMAGE:
+        build_local_image(client)
+        return
     try:
         client.images.get(image)
         return
     except ImageNotFound:
         pass
-    if image == LOCAL_IMAGE:
-        build_local_image(client)
-        return
     try:
         client.images.pull(image)
     except DockerException as e:

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from kpemu.model.scenario import ResolvedFlow
     from kpemu.model.topology import Pod
 
-# busybox wget and curl: -S / -i print the status line; -T / -m bound the whole transfer.
-HTTP_COMMAND = ["wget", "-S", "-q", "-O", "-", "-T", "{timeout}", "http://{dst}:{port}{path}"]
+# busybox wget: -S prints the status line. `timeout` bounds it (busybox 1.35's own wget -T crashes).
+HTTP_COMMAND = ["timeout", "{timeout}", "wget", "-S", "-q", "-O", "-", "http://{dst}:{port}{path}"]
+TIMED_OUT = (124, 143)  # coreutils timeout / busybox timeout (the command got SIGTERM)
 FAILURES = (("refused", "refused"), ("timed out", "dropped"), ("timeout", "dropped"),
             ("no route", "unreachable"), ("unreachable", "unreachable"))
 
@@ -59,6 +60,8 @@ def connection_result(exit_code: int, stdout: str, stderr: str, candidates: list
     backend = parsed[1] if parsed else http.pod_named(stdout, candidates)
     if exit_code == 0:
         outcome = "reply"
+    elif exit_code in TIMED_OUT:
+        outcome = "dropped"
     else:
         low = both.lower()
         outcome = next((o for word, o in FAILURES if word in low), "error")

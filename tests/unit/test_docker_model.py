@@ -127,7 +127,7 @@ def test_container_command_is_filled_in(tmp_path: Path) -> None:
     sc = load_scenario(scenario(tmp_path, flows, [], {"image": IMAGE, "command": ["sleep", "60"]}))
     ip = sc.topology.pods[0].ip
     assert command_for(sc.flows[0], 2) == ["sh", "-c", f"echo kpemu:f:002 | nc -w 2 {ip} 80"]
-    assert command_for(sc.flows[1], 0) == ["wget", "-S", "-q", "-O", "-", "-T", "2", f"http://{ip}:80/x"]
+    assert command_for(sc.flows[1], 0) == ["timeout", "2", "wget", "-S", "-q", "-O", "-", f"http://{ip}:80/x"]
 
 
 @pytest.mark.parametrize(("code", "out", "err", "outcome", "status", "backend"), [
@@ -135,6 +135,7 @@ def test_container_command_is_filled_in(tmp_path: Path) -> None:
     (0, "kpemu:f:000:reply:nginx-1\n", "", "reply", None, "nginx-1"),
     (1, "", "wget: can't connect to remote host (10.0.0.1): Connection refused\n", "refused", None, None),
     (1, "", "wget: download timed out\n", "dropped", None, None),
+    (143, "", "", "dropped", None, None),
     (1, "", "  HTTP/1.0 404 Not Found\nwget: server returned error: HTTP/1.0 404 Not Found\n", "error", 404, None),
     (7, "", "curl: (7) Failed to connect: No route to host\n", "unreachable", None, None),
 ])
