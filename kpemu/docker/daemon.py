@@ -93,6 +93,8 @@ class PrivateDockerd:
                 time.sleep(0.05)
             if not Path(f"/proc/{pid}").exists() or _zombie(pid):
                 break
+        with contextlib.suppress(ChildProcessError):  # reap it when this process started it
+            os.waitpid(pid, os.WNOHANG)
         self.pidfile.unlink(missing_ok=True)
         self.socket.unlink(missing_ok=True)
         return True
