@@ -133,7 +133,11 @@ def _netns_maker(topo: Topology) -> Callable[[Namespace], None] | None:
 
 def _remove_containers(lab: str | None) -> list[str]:
     """Container members: remove the lab's containers (every kpemu container when `lab` is None),
-    found by their kpemu.lab label, before their namespaces are deleted."""
+    found by their kpemu.lab label, before their namespaces are deleted. A lab recorded without
+    containers needs no docker engine."""
+    state = load_state(lab) if lab else None
+    if state is not None and not state.containers:
+        return []
     from kpemu.docker.members import remove_containers
 
     return remove_containers(lab)

@@ -120,3 +120,26 @@ def test_sigkilled_runs_leave_nothing_destroy_all_cannot_find(engine: None, tmp_
     assert kpemu_containers() == []
     assert not PrivateDockerd().running(), "destroy --all stops kpemu's own dockerd once it holds nothing"
     assert host_state() == before
+
+
+def test_exec_in_a_container_member_runs_docker_exec(engine: None, tmp_path: Path) -> None:
+    topo = tmp_path / "t.yaml"
+    topo.write_text(yaml.safe_dump({
+        "name": "docker-exec",
+        "nodes": [{"name": "node1", "ip": "10.246.0.2", "podCIDR": "10.244.0.0/24"}],
+        "pods": [{"name": "web-0", "node": "node1", "ip": "10.244.0.2", "ports": [80],
+                  "image": "kpemu/busybox:local", "env": {"PORT": "80"}}],
+    }))
+    try:
+        assert subprocess.run([*KPEMU, "deploy", str(topo)], cwd=ROOT, capture_output=True).returncode == 0
+        res = subprocess.run([*KPEMU, "exec", "docker-exec", "web-0", "--", "sh", "-c",
+                              "hostname; wget -q -O - http://127.0.0.1/; ip -4 addr show eth0"],
+                             cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+        assert res.returncode == 0, res.stderr
+        lines = res.stdout.splitlines()
+        assert lines[:2] == ["web-0", "kpemu pod web-0"]  # the image's own shell, wget and httpd
+        assert "inet 10.244.0.2/24" in res.stdout  # kpemu's veth and address in the container
+        assert kpemu_containers() == ["kp-docker-exec-web-0"]
+    finally:
+        subprocess.run([*KPEMU, "destroy", "docker-exec"], cwd=ROOT, capture_output=True, timeout=60)
+    assert kpemu_containers() == [] and not list_netns("kp-docker-exec-")

@@ -185,3 +185,13 @@ def test_test_image_rootfs_is_busybox_and_a_page_naming_the_pod() -> None:
             assert members[f"bin/{applet}"].issym() and members[f"bin/{applet}"].linkname == "busybox"
         serve = tar.extractfile("serve").read().decode()  # type: ignore[union-attr]
     assert serve == SERVE and 'echo "kpemu pod $(hostname)"' in serve and "exec httpd -f" in serve
+
+
+def test_container_members_need_the_host_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kpemu.docker.engine import HOST_ONLY, blocker
+
+    assert blocker(False, "vm") is None  # bare labs go anywhere
+    reason, fix = blocker(True, "vm")  # type: ignore[misc]
+    assert reason.startswith(HOST_ONLY) and "drop `image:`" in fix
+    monkeypatch.setenv("KPEMU_IN_GUEST", "1")
+    assert blocker(True, "host") == (reason, fix)
