@@ -13,6 +13,8 @@ from kpemu.errors import InputError, KpemuError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from kpemu.model.scenario import Scenario
+
 
 def cmd_run(args: argparse.Namespace) -> int:
 
@@ -89,8 +91,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     return worst
 
 
-def _without_blocked(scenarios: list, decisions: list[tuple[str, str]],
-                     console: Console) -> tuple[list, list[tuple[str, str]]]:
+def _without_blocked(scenarios: list[Scenario], decisions: list[tuple[str, str]],
+                     console: Console) -> tuple[list[Scenario], list[tuple[str, str]]]:
     """Scenarios with container members that cannot run where they would (docker absent, or the
     guest kernel): one such scenario is an environment problem (exit 3); in a batch it is reported
     as skipped with the reason, and the others run."""

@@ -102,22 +102,6 @@ def remove_containers(lab: str | None = None) -> list[str]:
     return removed
 
 
-def container_of(netns: str) -> bool:
-    """Whether `netns` is a bind of a container's namespace on the engine (by container name)."""
-    from kpemu.docker.engine import connect
-
-    client = connect(start=False)
-    if client is None:
-        return False
-    from docker.errors import NotFound
-
-    try:
-        client.containers.get(netns)
-        return True
-    except NotFound:
-        return False
-
-
 def exec_argv(netns: str, cmd: list[str], tty: bool) -> list[str]:
     """`docker exec` of `cmd` in the member's container, on the engine kpemu uses."""
     from kpemu.docker.engine import cli_prefix

@@ -74,6 +74,9 @@ def connection_result(exit_code: int, stdout: str, stderr: str, candidates: list
 
 def run_in_container(container: str, flow: ResolvedFlow, budget: float) -> tuple[list[dict], str]:
     """Run the flow's connections as commands in `container`; (records, stderr of the last failure)."""
+    from docker.errors import DockerException
+    from requests.exceptions import RequestException
+
     from kpemu.docker.engine import connect
 
     client = connect(start=False)
@@ -88,12 +91,18 @@ def run_in_container(container: str, flow: ResolvedFlow, budget: float) -> tuple
             break
         argv = command_for(flow, i)
         started = time.monotonic()
-        res = c.exec_run(argv, demux=True)
-        stdout, stderr = ((b or b"").decode(errors="replace") for b in (res.output or (b"", b"")))
-        rec = connection_result(res.exit_code or 0, stdout, stderr, list(flow.candidates))
+        try:
+            res = c.exec_run(argv, demux=True)
+        except (DockerException, RequestException) as e:  # the engine's own timeout bounds a hung command
+            rec = {"connected": False, "reply": None, "backend": None, "outcome": "error", "sport": None,
+                   "status": None, "error": str(e)[-200:]}
+            err = str(e)
+        else:
+            stdout, stderr = ((b or b"").decode(errors="replace") for b in (res.output or (b"", b"")))
+            rec = connection_result(res.exit_code or 0, stdout, stderr, list(flow.candidates))
+            if res.exit_code:
+                err = stderr.strip()
         rec.update(index=i, marker=request_marker(flow.flow.name, i), duration=round(time.monotonic() - started, 6),
                    command=argv)
         records.append(rec)
-        if res.exit_code:
-            err = stderr.strip()
     return records, err

@@ -95,4 +95,3 @@ def run_flow(flow: ResolvedFlow, members: dict[str, str], gap: float = 0.0) -> F
         with contextlib.suppress(json.JSONDecodeError):
             result.connections.append(json.loads(line))
     return result
-
