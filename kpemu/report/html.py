@@ -115,6 +115,12 @@ def render_html(hops: Mapping, topo: Topology | None = None,
                    f"{'ok' if flow.get('ok') else 'failed'}</span></h2>")
         if flow.get("backends"):
             out.append(f"<p>backends that answered: {e(', '.join(flow['backends']))}</p>")
+        answered = next((c for c in flow.get("connections") or [] if c.get("status") is not None
+                         or (c.get("sport") is None and c.get("reply"))), None)  # HTTP or a container client
+        if answered:
+            status = f" HTTP {answered['status']}" if answered.get("status") is not None else ""
+            out.append(f"<p>connection {e(str(answered.get('index')))} got{e(status)}:</p>"
+                       f"<pre>{e(str(answered.get('reply') or '(empty)')[:400])}</pre>")
         out.append(_hop_table(flow, (details or {}).get(name)))
         out.append("<h3>Sequence</h3>")
         out.append(sequence_svg(flow))

@@ -195,3 +195,17 @@ def test_container_members_need_the_host_runtime(monkeypatch: pytest.MonkeyPatch
     assert reason.startswith(HOST_ONLY) and "drop `image:`" in fix
     monkeypatch.setenv("KPEMU_IN_GUEST", "1")
     assert blocker(True, "host") == (reason, fix)
+
+
+def test_reports_show_what_an_http_flow_got() -> None:
+    from kpemu.analyse.ledger import hops_json
+    from kpemu.report.html import render_html
+    from kpemu.report.markdown import render_markdown
+
+    fl = ledger((200, "kpemu pod nginx-1 <b>"))
+    md = render_markdown("s", "host", "why", "6.1", [fl], [], 1.0)
+    assert "Connection 0 got HTTP 200:\n\n```\nkpemu pod nginx-1 <b>\n```" in md
+    page = render_html({"scenario": "s", "flows": [hops_json(fl, True)]})
+    assert "<p>connection 0 got HTTP 200:</p><pre>kpemu pod nginx-1 &lt;b&gt;</pre>" in page
+    assert "got HTTP" not in render_markdown("s", "host", "why", "6.1", [ledger((None, "kpemu:f:000:reply:x"))],
+                                             [], 1.0)  # marker flows from bare clients look as before
