@@ -73,7 +73,7 @@ class PrivateDockerd:
             if proc.poll() is not None:
                 raise EnvironmentProblem(f"kpemu's dockerd exited ({proc.returncode}) while starting: "
                                          f"{_tail(self.log)}", f"see {self.log}")
-            if self.socket.exists() and _pings(self.url):
+            if self.socket.exists() and pings(self.url):
                 return
             time.sleep(0.1)
         self.stop()
@@ -114,7 +114,7 @@ def _tail(path: Path, n: int = 3) -> str:
         return ""
 
 
-def _pings(url: str | None) -> bool:
+def pings(url: str | None) -> bool:
     """Whether a docker API answers at `url` (None: the environment's default, DOCKER_HOST or the socket)."""
     try:
         import docker

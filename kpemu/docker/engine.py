@@ -7,9 +7,12 @@ The same order on every call, so deploy, traffic, exec and destroy all reach the
 
 from __future__ import annotations
 
+import os
+import shutil
+from types import ModuleType
 from typing import TYPE_CHECKING
 
-from kpemu.docker.daemon import PrivateDockerd, _pings
+from kpemu.docker.daemon import PrivateDockerd, pings
 from kpemu.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
@@ -18,7 +21,7 @@ if TYPE_CHECKING:
 SDK_FIX = "make setup (installs the docker SDK for Python), or pip install 'docker>=7'"
 
 
-def sdk() -> object:
+def sdk() -> ModuleType:
     """The `docker` module, or EnvironmentProblem naming the fix."""
     try:
         import docker
@@ -34,7 +37,7 @@ def engine_url(start: bool = False) -> str | None:
     own = PrivateDockerd()
     if own.running():
         return own.url
-    if _pings(None):
+    if pings(None):
         return ""
     if not start:
         return None
@@ -48,7 +51,7 @@ def connect(start: bool = False) -> docker.DockerClient | None:
     url = engine_url(start)
     if url is None:
         return None
-    return docker.DockerClient(base_url=url, timeout=60) if url else docker.from_env(timeout=60)  # type: ignore[attr-defined]
+    return docker.DockerClient(base_url=url, timeout=60) if url else docker.from_env(timeout=60)
 
 
 def cli_prefix() -> list[str]:
@@ -59,9 +62,6 @@ def cli_prefix() -> list[str]:
 
 def why_unavailable() -> str | None:
     """None when docker members can run here, else the reason (for `kpemu doctor` and runs)."""
-    import os
-    import shutil
-
     try:
         sdk()
     except EnvironmentProblem as e:
@@ -81,8 +81,6 @@ HOST_ONLY_FIX = "run the IPVS half natively (a kernel with IPVS) or drop `image:
 
 def blocker(has_containers: bool, runtime: str) -> tuple[str, str] | None:
     """Why a lab with container members cannot run in `runtime` (host | vm), with the fix; None if it can."""
-    import os
-
     if not has_containers:
         return None
     if runtime == "vm" or os.environ.get("KPEMU_IN_GUEST") == "1":
@@ -99,7 +97,8 @@ def status() -> tuple[bool, str]:
     if why:
         return False, why
     url = engine_url()
-    where = ("kpemu's own dockerd at " + url) if url else "the running docker engine (DOCKER_HOST or its socket)"
     if url is None:
         where = "none runs: kpemu starts its own dockerd (no bridge, no iptables) while a lab needs it"
+    else:
+        where = f"kpemu's own dockerd at {url}" if url else "the running docker engine (DOCKER_HOST or its socket)"
     return True, f"{where}; {HOST_ONLY} (not the guest kernel)"
