@@ -52,7 +52,8 @@ def _wait_pid(c: docker.models.containers.Container) -> int:
         if state.get("Status") in ("exited", "dead") or time.monotonic() > deadline:
             logs = c.logs(tail=5).decode(errors="replace").strip()
             raise ApplyError(f"{c.name}: the container is {state.get('Status')} (exit {state.get('ExitCode')})"
-                             + (f": {logs}" if logs else ""))
+                             + (f": {logs}" if logs else "") + "; a member's container must keep running: give "
+                             "it a command: that does, e.g. [sleep, \"3600\"] for a client")
         time.sleep(0.02)
 
 
