@@ -74,7 +74,6 @@ class Flow(Strict):
     # A container client's own command per connection; {dst} {port} {path} {timeout} {marker} are filled in.
     command: list[str] | None = None
 
-
     @field_validator("http")
     @classmethod
     def _path(cls, v: str | None) -> str | None:
