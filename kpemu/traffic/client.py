@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import json
 import socket
 import sys
@@ -116,13 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--http", metavar="PATH", help="send an HTTP GET of PATH instead of the marker line (TCP)")
     ap.add_argument("--candidates", default="", help="comma-separated pods an HTTP answer may name")
     args = ap.parse_args(argv)
+    run = _tcp if args.proto == "tcp" else _udp
     if args.http is not None:
-        cands = [c for c in args.candidates.split(",") if c]
-
-        def run(dst: str, port: int, marker: str, timeout: float) -> dict:
-            return _tcp(dst, port, marker, timeout, args.http, cands)
-    else:
-        run = _tcp if args.proto == "tcp" else _udp
+        run = functools.partial(_tcp, path=args.http, candidates=[c for c in args.candidates.split(",") if c])
     gap = max(0.0, min(args.gap, 1.0))
     for i in range(max(1, min(args.connections, 64))):
         if i and gap:

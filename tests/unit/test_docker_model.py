@@ -209,3 +209,30 @@ def test_reports_show_what_an_http_flow_got() -> None:
     assert "<p>connection 0 got HTTP 200:</p><pre>kpemu pod nginx-1 &lt;b&gt;</pre>" in page
     assert "got HTTP" not in render_markdown("s", "host", "why", "6.1", [ledger((None, "kpemu:f:000:reply:x"))],
                                              [], 1.0)  # marker flows from bare clients look as before
+
+
+def test_namespace_client_speaks_http_and_names_the_pod_from_the_page() -> None:
+    import socket
+    import threading
+
+    from kpemu.traffic.client import _tcp
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    got: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            got.append(conn.recv(4096))
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\nkpemu pod nginx-1\n")
+
+    t = threading.Thread(target=serve)
+    t.start()
+    res = _tcp("127.0.0.1", srv.getsockname()[1], "kpemu:f:000", 2.0, "/", ["nginx-0", "nginx-1"])
+    t.join()
+    srv.close()
+    assert b"GET / HTTP/1.0\r\n" in got[0] and b"User-Agent: kpemu:f:000\r\n" in got[0]
+    assert (res["outcome"], res["status"], res["reply"], res["backend"]) == ("reply", 200, "kpemu pod nginx-1",
+                                                                             "nginx-1")
