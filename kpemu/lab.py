@@ -117,14 +117,15 @@ def _netns_maker(topo: Topology) -> Callable[[Namespace], None] | None:
     if not containers:
         return None
     from kpemu.docker.engine import connect
-    from kpemu.docker.members import start_member
+    from kpemu.docker.members import ContainerStarter
 
     client = connect(start=True)
     assert client is not None
+    starter = ContainerStarter(client, topo.name, containers)
 
     def make(ns: Namespace) -> None:
         if ns.member in containers:
-            start_member(client, topo.name, ns.member, containers[ns.member], ns.name)
+            starter.bind(ns.member, ns.name)
         else:
             nsmod.create_netns(ns.name)
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from kpemu.docker.image import ensure_image
 from kpemu.errors import ApplyError, EnvironmentProblem
 from kpemu.kernel.netns import RUN_DIR
+from kpemu.model.names import netns_name
 
 if TYPE_CHECKING:
     import docker
@@ -23,23 +25,48 @@ LABEL_LAB = "kpemu.lab"
 LABEL_MEMBER = "kpemu.member"
 MS_BIND = 4096
 START_TIMEOUT = 20.0
+PARALLEL = 4  # containers started at once
 
 
-def start_member(client: docker.DockerClient, lab: str, member: str, spec: Container, netns: str) -> None:
-    """Run the member's container (named like its namespace) and bind its namespace as `netns`."""
+class ContainerStarter:
+    """Starts every container member of a lab together (on the first request, in parallel: each
+    `docker run` mostly waits on the engine) and binds each one's namespace when deploy reaches it,
+    so namespaces still appear in plan order. A failure raises from the first request; deploy's
+    rollback then removes the lab's containers by label."""
+
+    def __init__(self, client: docker.DockerClient, lab: str, containers: dict[str, Container]) -> None:
+        self.client, self.lab, self.containers = client, lab, containers
+        self._pids: dict[str, int] | None = None
+
+    def bind(self, member: str, netns: str) -> None:
+        """Bind the member's container namespace as `netns` (starting every container first)."""
+        if self._pids is None:
+            self._pids = self._start_all()
+        bind_netns(self._pids[member], netns)
+
+    def _start_all(self) -> dict[str, int]:
+        for image in sorted({spec.image for spec in self.containers.values() if spec.image}):
+            ensure_image(self.client, image)
+        with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+            futures = {m: pool.submit(run_container, self.client, self.lab, m, spec)
+                       for m, spec in self.containers.items()}
+        return {m: f.result() for m, f in futures.items()}
+
+
+def run_container(client: docker.DockerClient, lab: str, member: str, spec: Container) -> int:
+    """Run the member's container (named like its namespace, no docker network); its init's pid."""
     from docker.errors import DockerException
 
     assert spec.image is not None
-    ensure_image(client, spec.image)
+    name = netns_name(lab, member)
     try:
         c = client.containers.run(
-            spec.image, command=spec.command, environment=dict(spec.env), name=netns, hostname=member,
+            spec.image, command=spec.command, environment=dict(spec.env), name=name, hostname=member,
             labels={LABEL_LAB: lab, LABEL_MEMBER: member}, network_mode="none", detach=True,
         )
-        pid = _wait_pid(c)
+        return _wait_pid(c)
     except DockerException as e:
-        raise ApplyError(f"{netns}: container from {spec.image} did not start: {e}") from None
-    bind_netns(pid, netns)
+        raise ApplyError(f"{name}: container from {spec.image} did not start: {e}") from None
 
 
 def _wait_pid(c: docker.models.containers.Container) -> int:
