@@ -37,7 +37,7 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 def submit(root: Path, kind: str, **fields: Any) -> str:
     """Queue a request; its id (also the name of its work directory)."""
     prepare(root)
-    rid = f"{time.strftime('%H%M%S')}-{kind}-{secrets.token_hex(3)}"
+    rid = f"{time.time_ns():020d}-{kind}-{secrets.token_hex(3)}"  # sorts in the order submitted
     (root / WORK / rid).mkdir(parents=True, exist_ok=True)
     write_json(root / REQUESTS / f"{rid}.json", {"id": rid, "kind": kind, **fields})
     return rid
