@@ -189,7 +189,6 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
     )
 
 
-@holding_out_dir
 def resolved(sc: Scenario, runtime: str) -> Scenario:
     """The scenario with what depends on the machine decided: randomFully from the iptables version,
     nfacct from what the kernel of `runtime` (host or vm) can create."""
@@ -210,6 +209,7 @@ def scenario_job(sc: Scenario, trace: bool = True, kernel: str | None = None) ->
     return collect_job(sc, plan_fabric(sc.topology), release_tuple(kernel or os.uname().release), trace)
 
 
+@holding_out_dir
 def collect_scenario(sc: Scenario, out: Path, trace: bool = True, progress: Progress = _quiet) -> float:
     """The kernel half of a run on this kernel (kpemu.jobs.execute): deploy, serve, capture, send,
     snapshot, destroy (always). Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`."""
