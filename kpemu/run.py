@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from kpemu import lab
-from kpemu.analyse.expect import Check, check_flow, check_goldens, fixed_ports, write_goldens
-from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, flow_match
+from kpemu.analyse.drops import window as drops_window
+from kpemu.analyse.expect import Check, check_died, check_flow, check_goldens, fixed_ports, write_goldens
+from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, flow_match, with_verdicts
 from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
 from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
 from kpemu.capture import snapshot
@@ -29,6 +30,7 @@ from kpemu.capture.points import capture_file_stem, capture_points, point_name
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
 from kpemu.errors import EnvironmentProblem
 from kpemu.kernel import counters
+from kpemu.kernel.drops import DropSession, start_drop_tracing
 from kpemu.kernel.trace import start_tracing
 from kpemu.model.scenario import ResolvedFlow, Scenario
 from kpemu.plan.fabric import plan_fabric
@@ -41,6 +43,7 @@ from kpemu.traffic.runner import FlowResult, run_flow, start_servers
 # Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
 # and a burst of back-to-back connections can overflow its netlink socket (it then exits).
 TRACE_GAP = float(os.environ.get("KPEMU_TRACE_GAP", "0.02"))
+DROP_SLACK_NS = 300_000_000  # a drop reported just after the client gave up still belongs to the flow
 COLLECTED = "collected.json"  # what the kernel half of a run hands to the analysis half
 
 
@@ -157,16 +160,24 @@ def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bo
     snapshot.save_rules(nodes, topo.kubeProxy.backend, topo.kubeProxy.mode == "ipvs", out / "rules")
     servers = []
     caps = []
+    drop_session = start_drop_tracing(state.members, out / "trace" / "drops.txt") if trace else None
+    windows: dict[str, tuple[int, int]] = {}
     try:
         servers = start_servers(topo, state.members)
         caps = start_captures(col.points, out / "pcaps")
+        if drop_session is not None:
+            drop_session.wait_ready()
         for flow in sc.flows:
             if trace:
+                start = time.monotonic_ns()
                 col.results[flow.flow.name], col.traces[flow.flow.name] = _traced_flow(
                     sc, flow, nodes, state.members, out)
+                windows[flow.flow.name] = (start, time.monotonic_ns())
             else:
                 col.results[flow.flow.name] = run_flow(flow, state.members)
         time.sleep(sc.spec.settle)
+        if drop_session is not None:
+            _split_drops(drop_session, windows, col)
         nat_members = list(nodes) + [e.name for e in topo.externals if e.role == "loadbalancer"]
         for m in nat_members:
             col.conntrack[m] = snapshot.conntrack_text(state.members[m])
@@ -174,10 +185,24 @@ def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bo
             for n, ns in nodes.items():
                 col.ipvs[n] = snapshot.ipvs_connections_text(ns)
     finally:
+        if drop_session is not None:
+            drop_session.stop()
         stop_captures(caps)
         stop_processes(servers)
     render_text(caps, out / "capture")
     return col
+
+
+def _split_drops(session: DropSession, windows: dict[str, tuple[int, int]], col: Collected) -> None:
+    """Stop the drop tracer and give each flow the kernel drops inside its window (+ the settle time)."""
+    text = session.stop()
+    members = {str(k): v for k, v in session.members.items()}
+    for name, (start, end) in windows.items():
+        data = col.traces[name]
+        data.drops_unavailable = session.unavailable
+        data.drop_members = members
+        if session.unavailable is None:
+            data.drops = drops_window(text, start, end + DROP_SLACK_NS)
 
 
 def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
@@ -236,6 +261,7 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     written: list[Path] = []
     for exp in sc.spec.expect:
         checks += check_flow(exp, by_name[exp.flow], rules_text)
+        checks += check_died(exp, exp.flow, explanations[exp.flow].verdicts)
         gdir = sc.golden_dir(exp)
         if gdir is not None:
             if update_goldens:
@@ -253,7 +279,8 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     hops = {"scenario": sc.name, "mode": sc.topology.kubeProxy.mode, "lab": sc.topology.name,
             "runtime": runtime, "reason": reason, "kernel": kernel,
             "ok": all(c.ok for c in checks),
-            "flows": [{**hops_json(fl, flows_ok[fl.name]), **explanations[fl.name].to_json()} for fl in ledgers],
+            "flows": [with_verdicts({**hops_json(fl, flows_ok[fl.name]), **explanations[fl.name].to_json()},
+                                    explanations[fl.name]) for fl in ledgers],
             "checks": [c.to_json() for c in checks]}
     details = {name: ex.details for name, ex in explanations.items()}
     return Analysis(ledgers, checks, hops, written, explanations, details)
@@ -268,7 +295,9 @@ def collected_json(col: Collected) -> dict[str, Any]:
         "points": [asdict(i) for i in col.points],
         "traces": {k: {"texts": t.texts, "unavailable": t.unavailable,
                        "before": asdict(t.before) if t.before else None,
-                       "after": asdict(t.after) if t.after else None} for k, t in col.traces.items()},
+                       "after": asdict(t.after) if t.after else None,
+                       "drops": t.drops, "drops_unavailable": t.drops_unavailable,
+                       "drop_members": t.drop_members} for k, t in col.traces.items()},
     }
 
 
@@ -284,7 +313,9 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
         ipvs=data["ipvs"],
         points=[Interface(**i) for i in data["points"]],
         traces={k: TraceData(texts=t["texts"], unavailable=t["unavailable"], before=snap(t["before"]),
-                             after=snap(t["after"])) for k, t in data["traces"].items()},
+                             after=snap(t["after"]), drops=t.get("drops", ""),
+                             drops_unavailable=t.get("drops_unavailable"), drop_members=t.get("drop_members", {}))
+                for k, t in data["traces"].items()},
     )
 
 

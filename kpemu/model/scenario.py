@@ -107,6 +107,15 @@ class RulesExpect(Strict):
     contains: list[str] = Field(min_length=1)
 
 
+class DiedExpect(Strict):
+    """Where and why the flow's unanswered connections died: every field is optional; `by` and
+    `reason` are found in the verdict's words (chain, rule, function; drop reason, ICMP type, why)."""
+
+    at: str | None = None  # the member (node, pod, external) where it died
+    by: str | None = None  # e.g. KUBE-EXTERNAL-SERVICES, KUBE-FORWARD, tcp_v4_rcv
+    reason: str | None = None  # e.g. DROP, REJECT, IP_RPFILTER, NO_SOCKET, port unreachable
+
+
 class Expectation(Strict):
     """What must hold for one flow."""
 
@@ -117,11 +126,15 @@ class Expectation(Strict):
     hops: list[HopExpect] = Field(default_factory=list)
     golden: str | bool | None = None  # directory (relative to the scenario file) or true
     rules: list[RulesExpect] = Field(default_factory=list)
+    died: DiedExpect | None = None  # where and why it died (a verdict from the kernel)
 
     @model_validator(mode="after")
     def _consistent(self) -> Expectation:
         if self.reply is not None and self.outcome is not None and (self.outcome == "reply") != self.reply:
             raise ValueError(f"reply: {self.reply} contradicts outcome: {self.outcome}; give one of them")
+        if self.died is not None and self.wanted_outcome == "reply":
+            raise ValueError("died: contradicts reply: true / outcome: reply; a connection that is answered "
+                             "does not die")
         return self
 
     @property
@@ -364,6 +377,9 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
                                                                       f"member/interface, one of {sorted(points)}"))
             if h.outer not in (None, "vxlan", "ipip", "none"):
                 problems.append(Problem(file, f"{base}.hops[{j}].outer", "expected vxlan, ipip or none"))
+        if e.died is not None and e.died.at is not None and e.died.at not in _members(topo):
+            problems.append(Problem(file, f"{base}.died.at", f"unknown member {e.died.at!r}; expected a node, pod or "
+                                                            f"external: {sorted(_members(topo))}"))
         for j, r in enumerate(e.rules):
             if r.node not in {n.name for n in topo.nodes}:
                 problems.append(Problem(file, f"{base}.rules[{j}].node", f"unknown node {r.node!r}; expected one "

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from kpemu.model.topology import Topology
 from kpemu.report.graph import topology_svg
 from kpemu.report.mermaid import change_text, hop_point, sequence_diagram, tuple_text
+from kpemu.report.table import DIED, verdict_lines
 
 _CSS = """body{font-family:sans-serif;margin:20px;max-width:1240px}table{border-collapse:collapse;font-size:13px}
 td,th{border:1px solid #bbb;padding:3px 6px;vertical-align:top}th{background:#eee}pre{background:#f6f6f6;
@@ -110,12 +111,16 @@ def render_html(hops: Mapping, topo: Topology | None = None,
         out += ["<h2>Topology</h2>", topology_svg(topo)]
     for flow in hops.get("flows") or []:
         name = str(flow.get("name"))
+        died = flow.get("verdict")
+        mark = (f"<span class=\"fail\">{DIED} died on {e(str(died.get('at')))}</span>" if died else
+                f"<span class=\"{'ok' if flow.get('ok') else 'fail'}\">{'ok' if flow.get('ok') else 'failed'}</span>")
         out.append(f"<h2 id=\"flow-{e(name)}\">Flow {e(name)}: {e(str(flow.get('from')))} -&gt; "
-                   f"{e(str(flow.get('to')))} <span class=\"{'ok' if flow.get('ok') else 'fail'}\">"
-                   f"{'ok' if flow.get('ok') else 'failed'}</span></h2>")
+                   f"{e(str(flow.get('to')))} {mark}</h2>")
         if flow.get("backends"):
             out.append(f"<p>backends that answered: {e(', '.join(flow['backends']))}</p>")
         out.append(_hop_table(flow, (details or {}).get(name)))
+        if died:
+            out.append("".join(f'<p class="fail">{e(line)}</p>' for line in verdict_lines(died)))
         out.append("<h3>Sequence</h3>")
         out.append(sequence_svg(flow))
         out.append(f"<details><summary>Mermaid source</summary><pre class=\"mermaid-source\">"

@@ -1,5 +1,5 @@
 """report.md: per flow the hop table (with the rule or IPVS decision that changed each hop), the
-client outcomes, conntrack/IPVS entries, the chains and hook walk of the first packet, seed 002's
+client outcomes, conntrack/IPVS entries, the chains and hook walk of the first packet, the hook
 claim checked, model vs kernel, rule counters that moved, a Mermaid sequence diagram, PASS/FAIL
 (pure)."""
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from kpemu.analyse.expect import Check
 from kpemu.analyse.ledger import FlowLedger
 from kpemu.report.mermaid import sequence_diagram
-from kpemu.report.table import HEADERS, hop_rows
+from kpemu.report.table import HEADERS, hop_rows, verdict_lines, verdict_row
 
 
 def _md_row(cells: tuple[str, ...] | list[str]) -> str:
@@ -18,7 +18,7 @@ def _md_row(cells: tuple[str, ...] | list[str]) -> str:
 
 
 def explain_lines(flow: Mapping) -> list[str]:
-    """Markdown for one hops.json flow's explanation: chains, hooks, seed 002, oracle, counters, diagram."""
+    """Markdown for one hops.json flow's explanation: chains, hooks, the hook claim, oracle, counters, diagram."""
     out: list[str] = []
     trace = flow.get("trace") or {}
     if trace and not trace.get("available"):
@@ -31,10 +31,10 @@ def explain_lines(flow: Mapping) -> list[str]:
             out.append(_md_row([node, " -> ".join(chains.get(node) or []) or "(none)",
                                 (hooks.get(node) or {}).get("text", "")]))
         out.append("")
-    seed = flow.get("seed002")
-    if seed:
-        out += [f"Seed 002 check ({seed['access']} on {seed['node']}): **{'right' if seed['right'] else 'wrong'}**. "
-                + seed["text"], ""]
+    claim = flow.get("hook_claim")
+    if claim:
+        out += [f"Hook claim \"{claim['sentence']}\" on {claim['node']}: "
+                f"**{'holds' if claim['right'] else 'does not hold'}**. " + claim["text"], ""]
     oracle = flow.get("oracle") or {}
     if oracle:
         word = {True: "agree", False: "DISAGREE", None: "not checked"}[oracle.get("agree")]
@@ -75,7 +75,12 @@ def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledge
                     + (f", backend {rep.backend}" if rep.backend else "") + "):", "",
                     _md_row(HEADERS), _md_row(["---"] * len(HEADERS))]
             out += [_md_row(r) for r in hop_rows(rep.hops)]
+            verdict = (by_name.get(fl.name) or {}).get("verdict")
+            if verdict:
+                out.append(_md_row(verdict_row(verdict)))
             out.append("")
+            out += [f"**{line}**" if i == 0 else line for i, line in enumerate(verdict_lines(verdict))] + [""] \
+                if verdict else []
         else:
             out += ["No packet of this flow was captured.", ""]
         if rep and rep.conntrack:
