@@ -31,9 +31,11 @@ from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
 from kpemu.errors import EnvironmentProblem
 from kpemu.kernel import counters
 from kpemu.kernel.drops import DropSession, start_drop_tracing
+from kpemu.kernel.faults import apply_faults
 from kpemu.kernel.trace import start_tracing
 from kpemu.model.scenario import ResolvedFlow, Scenario
 from kpemu.plan.fabric import plan_fabric
+from kpemu.plan.faults import plan_faults
 from kpemu.plan.types import Interface, Plan
 from kpemu.report.html import render_html
 from kpemu.report.markdown import render_markdown
@@ -80,6 +82,7 @@ class Collected:
     ipvs: dict[str, str] = field(default_factory=dict)  # node -> ipvsadm -Lnc text
     points: list[Interface] = field(default_factory=list)
     traces: dict[str, TraceData] = field(default_factory=dict)  # flow -> trace texts and counter snapshots
+    faults: list[dict] = field(default_factory=list)  # the faults applied (plan step + commands run)
 
 
 @contextlib.contextmanager
@@ -157,6 +160,9 @@ def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bo
     topo = sc.topology
     col = Collected(points=capture_points(plan, topo, sc.flows))
     nodes = {n.name: state.members[n.name] for n in topo.nodes}
+    steps = plan_faults(topo, sc.spec.faults)
+    col.faults = [{**s.to_json(), "done": d} for s, d in zip(steps, apply_faults(steps, topo.kubeProxy.backend),
+                                                              strict=True)]
     snapshot.save_rules(nodes, topo.kubeProxy.backend, topo.kubeProxy.mode == "ipvs", out / "rules")
     servers = []
     caps = []
@@ -197,12 +203,15 @@ def _split_drops(session: DropSession, windows: dict[str, tuple[int, int]], col:
     """Stop the drop tracer and give each flow the kernel drops inside its window (+ the settle time)."""
     text = session.stop()
     members = {str(k): v for k, v in session.members.items()}
+    starts = sorted(start for start, _ in windows.values())
     for name, (start, end) in windows.items():
+        following = [s for s in starts if s > start]
+        end = min(end + DROP_SLACK_NS, following[0] if following else end + DROP_SLACK_NS)
         data = col.traces[name]
         data.drops_unavailable = session.unavailable
         data.drop_members = members
         if session.unavailable is None:
-            data.drops = drops_window(text, start, end + DROP_SLACK_NS)
+            data.drops = drops_window(text, start, end)
 
 
 def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
@@ -247,13 +256,14 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     ipvs_services = {n.name: rules_text.get(f"{n.name}.ipvs", "") for n in sc.topology.nodes}
     ledgers: list[FlowLedger] = []
     explanations: dict[str, FlowExplanation] = {}
+    altered = frozenset(f["member"] for f in col.faults if f.get("delete_rules"))
     for flow in sc.flows:
         res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
         fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,
                                res.connections, packets, infos)
         attach_state(fl, conntrack, ipvs)
         explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
-                                             texts, ipvs_services)
+                                             texts, ipvs_services, altered)
         ledgers.append(fl)
     by_name = {fl.name: fl for fl in ledgers}
     checks: list[Check] = []
@@ -279,6 +289,7 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     hops = {"scenario": sc.name, "mode": sc.topology.kubeProxy.mode, "lab": sc.topology.name,
             "runtime": runtime, "reason": reason, "kernel": kernel,
             "ok": all(c.ok for c in checks),
+            "faults": col.faults,
             "flows": [with_verdicts({**hops_json(fl, flows_ok[fl.name]), **explanations[fl.name].to_json()},
                                     explanations[fl.name]) for fl in ledgers],
             "checks": [c.to_json() for c in checks]}
@@ -292,6 +303,7 @@ def collected_json(col: Collected) -> dict[str, Any]:
         "results": {k: asdict(v) for k, v in col.results.items()},
         "conntrack": col.conntrack,
         "ipvs": col.ipvs,
+        "faults": col.faults,
         "points": [asdict(i) for i in col.points],
         "traces": {k: {"texts": t.texts, "unavailable": t.unavailable,
                        "before": asdict(t.before) if t.before else None,
@@ -311,6 +323,7 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
         results={k: FlowResult(**v) for k, v in data["results"].items()},
         conntrack=data["conntrack"],
         ipvs=data["ipvs"],
+        faults=data.get("faults", []),
         points=[Interface(**i) for i in data["points"]],
         traces={k: TraceData(texts=t["texts"], unavailable=t["unavailable"], before=snap(t["before"]),
                              after=snap(t["after"]), drops=t.get("drops", ""),
@@ -360,7 +373,8 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     hops["trace"] = data["trace"]
     (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], a.ledgers, a.checks,
-                                                   seconds, flows_json=hops["flows"], mode=hops["mode"]))
+                                                   seconds, flows_json=hops["flows"], mode=hops["mode"],
+                                                   faults=hops["faults"]))
     (out / "report.html").write_text(render_html(hops, sc.topology, a.details))
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
 

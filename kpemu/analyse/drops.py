@@ -100,15 +100,20 @@ def window(text: str, start_ns: int, end_ns: int) -> str:
     return "\n".join(keep) + ("\n" if keep else "")
 
 
-def matching(events: Iterable[DropEvent], tuples: set[tuple],
-             members: Mapping[int, str]) -> list[tuple[DropEvent, str]]:
-    """Drops whose tuple (or inner tuple) is one of `tuples`, in the lab's namespaces, earliest first.
+def matching(events: Iterable[DropEvent], tuples: set[tuple], members: Mapping[int, str],
+             ends: set[tuple] = frozenset()) -> list[tuple[DropEvent, str]]:
+    """Drops of one connection in the lab's namespaces, earliest first: (event, member).
 
-    `tuples` are (proto, src, sport, dst, dport); ICMP has no ports. Returns (event, member).
+    A drop belongs to the connection when its tuple (or inner tuple) is one of `tuples`
+    ((proto, src, sport, dst, dport); ICMP has no ports), or when one of its ends is one of `ends`
+    ((proto, ip, port): the connection's own client-side address and port, which NAT in between
+    leaves alone on the other side, e.g. a packet dropped right after DNAT, before any capture).
     """
     out = []
     for ev in sorted(events, key=lambda e: e.t_ns):
-        if ev.netns_inode in members and any(t in tuples for t in ev.tuples()):
+        if ev.netns_inode not in members:
+            continue
+        if any(t in tuples or (t[0], t[1], t[2]) in ends or (t[0], t[3], t[4]) in ends for t in ev.tuples()):
             out.append((ev, members[ev.netns_inode]))
     return out
 

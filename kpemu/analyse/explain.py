@@ -193,6 +193,7 @@ class FlowExplanation:
     oracle_checked: int = 0
     oracle_skipped: int = 0  # first packets on a node whose trace lost events
     lossy: list[str] = field(default_factory=list)  # nodes where xtables-monitor's socket overflowed
+    unchecked: list[str] = field(default_factory=list)  # why other first packets were not checked
     oracle_nodes: list[str] = field(default_factory=list)
     disagreements: list[str] = field(default_factory=list)
     counters: dict[str, list[dict]] = field(default_factory=dict)
@@ -209,9 +210,12 @@ class FlowExplanation:
         """One line: agreement, the disagreements, or why nothing was checked."""
         lost = (f" ({self.oracle_skipped} first packet(s) not checked: the trace on {', '.join(self.lossy)} "
                 "lost events)") if self.lossy else ""
+        lost += "".join(f" (not checked: {u})" for u in self.unchecked)
         if self.disagreements:
             return "; ".join(self.disagreements) + lost
         if not self.oracle_checked:
+            if self.unchecked and not self.lossy:
+                return "not checked: " + "; ".join(self.unchecked)
             return "not checked: " + (self.reason or "no traced first packet") + lost
         return (f"model and kernel agree: {self.oracle_checked} first packet(s) on "
                 f"{', '.join(self.oracle_nodes)} took a path the model predicts{lost}")
@@ -231,10 +235,12 @@ class FlowExplanation:
 
 def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
                  captures: Mapping[str, str] | None = None,
-                 ipvs_services: Mapping[str, str] | None = None) -> FlowExplanation:
+                 ipvs_services: Mapping[str, str] | None = None,
+                 altered: frozenset[str] = frozenset()) -> FlowExplanation:
     """Attribute, walk hooks, check the hook claim and the oracle for one flow (fills `fl`'s `by` in place).
 
-    `ipvs_services` is each node's `ipvsadm -Sn` text (rules/<node>.ipvs), for schedulers and decisions.
+    `ipvs_services` is each node's `ipvsadm -Sn` text (rules/<node>.ipvs), for schedulers and decisions;
+    `altered`: nodes whose kube-proxy rules a fault changed (the model oracle knows only the generated rules).
     """
     services = ipvs_services or {}
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
@@ -265,9 +271,18 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
         firsts = _request_packets(cl, att)
         if cl is rep:
             _describe_rep(topo, flow, cl, att, firsts, ex, captures or {})
+        died = ex.verdicts.get(cl.index)
         for whole in firsts:
             if whole.node in ex.lossy:
                 ex.oracle_skipped += 1
+                continue
+            why = (f"a fault changed the rules on {whole.node}" if whole.node in altered else
+                   f"connection {cl.index} died on {whole.node} outside netfilter ({died.reason or died.action}), "
+                   "where the model's path goes on" if died and died.at == whole.node and died.evidence !=
+                   "netfilter trace" else None)
+            if why is not None:
+                if why not in ex.unchecked:
+                    ex.unchecked.append(why)
                 continue
             p, _bridged = routed_pass(whole)
             pkt = _packet_for_model(p)

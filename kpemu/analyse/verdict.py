@@ -111,6 +111,12 @@ def conn_tuples(cl: ConnLedger) -> set[tuple]:
     return out
 
 
+def client_ends(cl: ConnLedger) -> set[tuple]:
+    """(proto, ip, port) of the connection's client side as it left the client (its own ephemeral port)."""
+    first = cl.request[0].pkt if cl.request else None
+    return {(first.proto, first.src, first.sport)} if first is not None and first.sport is not None else set()
+
+
 def ipvs_empty_services(save_n: str) -> set[str]:
     """Virtual services ("TCP vip:port") of an `ipvsadm -Sn` text that have no real server."""
     proto = {"-t": "TCP", "-u": "UDP", "--sctp-service": "SCTP"}
@@ -137,7 +143,7 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
     last = cl.request[-1] if cl.request else None
     point = last.point if last else None
     v = _rule_verdict(cl, packets, netns)
-    kernel = matching(drops, conn_tuples(cl), drop_members)
+    kernel = matching(drops, conn_tuples(cl), drop_members, client_ends(cl))
     if v is not None:
         v.point = point
         nf = next((ev for ev, m in kernel if m == v.at and ev.reason == "NETFILTER_DROP"), None)

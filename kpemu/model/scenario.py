@@ -146,6 +146,20 @@ class Expectation(Strict):
         return "reply" if self.reply else "dropped"
 
 
+FaultKind = Literal["mtu-mismatch", "rp-filter", "no-masquerade", "no-br-netfilter", "stale-rules"]
+
+
+class Fault(Strict):
+    """A classic misconfiguration applied to the deployed lab (plan/faults.py says what each one does)."""
+
+    kind: FaultKind
+    node: str | None = None  # the node it is applied on (every kind but stale-rules)
+    pod: str | None = None  # stale-rules: the pod that goes away while the rules still point at it
+    mtu: int | None = Field(None, ge=576, le=9000)  # mtu-mismatch: the smaller MTU
+    device: str = "eth0"  # mtu-mismatch: the node interface that gets it
+    source: str | None = None  # rp-filter: the client prefix whose return route is sent astray (CIDR)
+
+
 class ScenarioSpec(Strict):
     """The file as written."""
 
@@ -156,6 +170,7 @@ class ScenarioSpec(Strict):
     overrides: dict[str, Any] = Field(default_factory=dict)
     flows: list[Flow] = Field(min_length=1)
     expect: list[Expectation] = Field(default_factory=list)
+    faults: list[Fault] = Field(default_factory=list)  # applied in order after deploy, before traffic
     settle: float = Field(0.2, ge=0, le=5)  # seconds to let packets drain before captures stop
 
 
@@ -361,6 +376,7 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
     for i, n in enumerate(names):
         if names.index(n) != i:
             problems.append(Problem(file, f"flows[{i}].name", f"flow {n!r} is defined twice"))
+    problems += check_faults(spec, topo, file)
     points = {f"{i.member}/{i.name}" for i in plan_fabric(topo).interfaces}
     pods = {p.name for p in topo.pods}
     for i, e in enumerate(spec.expect):
@@ -388,3 +404,36 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
             problems.append(Problem(file, f"{base}.golden", "expected a directory relative to the scenario file"))
     return problems
 
+
+
+_FAULT_NEEDS = {"mtu-mismatch": ("node", "mtu"), "rp-filter": ("node", "source"), "no-masquerade": ("node",),
+                "no-br-netfilter": ("node",), "stale-rules": ("pod",)}
+
+
+_FAULT_EXAMPLE = {"node": "node: node2", "mtu": "mtu: 1400", "source": "source: 10.242.72.0/24", "pod": "pod: web-1"}
+
+
+def check_faults(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]:
+    """Each fault names what its kind needs, and the node or pod exists."""
+    import ipaddress
+
+    problems: list[Problem] = []
+    nodes = sorted(n.name for n in topo.nodes)
+    pods = sorted(p.name for p in topo.pods)
+    for i, f in enumerate(spec.faults):
+        base = f"faults[{i}]"
+        for key in _FAULT_NEEDS[f.kind]:
+            if getattr(f, key) is None:
+                problems.append(Problem(file, f"{base}.{key}", f"fault {f.kind} needs {key}: (e.g. "
+                                        f"{_FAULT_EXAMPLE[key]})"))
+        if f.node is not None and f.node not in nodes:
+            problems.append(Problem(file, f"{base}.node", f"unknown node {f.node!r}; expected one of {nodes}"))
+        if f.pod is not None and f.pod not in pods:
+            problems.append(Problem(file, f"{base}.pod", f"unknown pod {f.pod!r}; expected one of {pods}"))
+        if f.source is not None:
+            try:
+                ipaddress.ip_network(f.source, strict=False)
+            except ValueError:
+                problems.append(Problem(file, f"{base}.source", f"expected a CIDR such as 10.242.72.0/24, got "
+                                                                f"{f.source!r}"))
+    return problems

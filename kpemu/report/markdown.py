@@ -52,15 +52,27 @@ def explain_lines(flow: Mapping) -> list[str]:
     return out
 
 
+def fault_lines(faults: Sequence[Mapping]) -> list[str]:
+    """The faults applied to the lab before the traffic: what changed, the commands, the symptom."""
+    if not faults:
+        return []
+    out = ["## faults applied after deploy", ""]
+    for f in faults:
+        out += [f"- **{f['kind']}** on {f['member']} (`{f['netns']}`): {f['change']}.",
+                f"  Symptom: {f['symptom']}.", "  Done: " + "; ".join(f"`{c}`" for c in f.get("done") or [])]
+    return [*out, ""]
+
+
 def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledgers: list[FlowLedger],
                     checks: list[Check], seconds: float, flows_json: Sequence[Mapping] | None = None,
-                    mode: str | None = None) -> str:
+                    mode: str | None = None, faults: Sequence[Mapping] = ()) -> str:
     """The whole report.md (`flows_json`: hops.json's flows, for the explanation and the diagram)."""
     ok = all(c.ok for c in checks)
     by_name = {str(f.get("name")): f for f in flows_json or []}
     out = [f"# {scenario}: {'PASS' if ok else 'FAIL'}", "",
            f"- runtime: {runtime} ({reason})", f"- kernel: {kernel}", f"- duration: {seconds:.2f}s"]
     out += [f"- kube-proxy mode: {mode}", ""] if mode else [""]
+    out += fault_lines(faults)
     for fl in ledgers:
         rep = fl.representative
         out += [f"## flow {fl.name}: {fl.src_member} -> {fl.dst} ({fl.protocol})", ""]
