@@ -3,7 +3,7 @@ join a drop to a connection by tuple, and say what each drop reason means.
 
 The text is what kernel/drops.py's bpftrace printed: `REASON <n> <NAME>` lines (the reason table
 of this kernel's `skb:kfree_skb` format) and `DROP <ns> <netns inode> <ifindex> <reason> <function>
-<proto> <src> <dst> <sport> <dport> <inner proto> <inner src> <inner dst> <inner sport> <inner dport>`.
+<proto> <src> <dst> <sport> <dport> <inner proto> <inner src> <inner dst> <inner sport> <inner dport> <length>`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ MEANING = {
 }
 
 
+# Where a drop without a specific reason happens says what it was.
+FUNCTION_MEANING = {
+    "__dev_forward_skb2": "the frame is larger than the MTU of the receiving end of a veth pair, which drops it "
+                          "silently (no ICMP goes back)",
+    "__dev_forward_skb": "the frame is larger than the MTU of the receiving end of a veth pair, which drops it "
+                         "silently (no ICMP goes back)",
+}
+
+
 @dataclass(frozen=True)
 class DropEvent:
     """One dropped packet as the kernel reported it."""
@@ -51,6 +60,7 @@ class DropEvent:
     sport: int | None
     dport: int | None
     inner: tuple[str, str, int | None, str, int | None] | None = None  # proto, src, sport, dst, dport
+    length: int | None = None  # bytes (skb->len where it was dropped)
 
     def tuples(self) -> list[tuple[str, str, int | None, str, int | None]]:
         """The packet's tuple (proto, src, sport, dst, dport), and its inner one when tunnelled."""
@@ -73,7 +83,7 @@ def parse_drops(text: str) -> list[DropEvent]:
         f = line.split()
         if len(f) == 3 and f[0] == "REASON" and f[1].isdigit():
             names[int(f[1])] = f[2]
-        elif len(f) == 16 and f[0] == "DROP":
+        elif len(f) in (16, 17) and f[0] == "DROP":
             try:
                 proto = PROTOS.get(int(f[6]), f"ip/{f[6]}")
                 sport, dport = _ports(proto, f[9], f[10])
@@ -83,7 +93,7 @@ def parse_drops(text: str) -> list[DropEvent]:
                     isp, idp = _ports(iproto, f[14], f[15])
                     inner = (iproto, f[12], isp, f[13], idp)
                 out.append(DropEvent(int(f[1]), int(f[2]), int(f[3]), names.get(int(f[4]), f[4]), f[5], proto,
-                                     f[7], f[8], sport, dport, inner))
+                                     f[7], f[8], sport, dport, inner, int(f[16]) if len(f) > 16 else None))
             except ValueError:
                 continue
     return out
@@ -120,5 +130,6 @@ def matching(events: Iterable[DropEvent], tuples: set[tuple], members: Mapping[i
 
 def describe(reason: str, function: str) -> str:
     """"IP_RPFILTER in ip_rcv_finish_core (strict reverse-path filtering: ...)"."""
-    meaning = MEANING.get(reason)
+    meaning = FUNCTION_MEANING.get(function) if reason == "NOT_SPECIFIED" else None
+    meaning = meaning or MEANING.get(reason)
     return f"{reason} in {function}" + (f" ({meaning})" if meaning else "")

@@ -158,9 +158,8 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
                                    h.pkt.sport, h.pkt.dst, h.pkt.dport) for h in cl.reply) else "request"
         v = Verdict(member, netns.get(member), "KERNEL-DROP", "kfree_skb by tuple", direction, point,
                     reason=ev.reason, function=ev.function, why=describe(ev.reason, ev.function))
-        v.text = (f"dropped by the kernel on {member} ({v.direction}): {describe(ev.reason, ev.function)}; "
-                  f"packet {ev.src}{':' + str(ev.sport) if ev.sport is not None else ''} > "
-                  f"{ev.dst}{':' + str(ev.dport) if ev.dport is not None else ''}")
+        v.text = f"dropped by the kernel on {member} ({v.direction}): {describe(ev.reason, ev.function)}; " \
+                 f"packet {packet_text(ev)}"
         if icmp is not None:
             v.icmp = _icmp_name(icmp)
             v.text += f"; {icmp.pkt.src} sent ICMP {v.icmp}"
@@ -187,6 +186,19 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
     v.text = (f"last seen at {point or 'no capture point'}; no rule dropped it in the trace and the kernel reported "
               f"no drop for its tuple" + (f" ({missing})" if missing else ""))
     return v
+
+
+def packet_text(ev: DropEvent) -> str:
+    """"10.242.72.50:41234 > 10.244.0.2:80 (60 bytes)", the inner tuple first when tunnelled."""
+    def ep(ip: str, port: int | None) -> str:
+        return f"{ip}:{port}" if port is not None else ip
+
+    size = f" ({ev.length} bytes)" if ev.length else ""
+    outer = f"{ep(ev.src, ev.sport)} > {ep(ev.dst, ev.dport)}"
+    if ev.inner:
+        _, isrc, isp, idst, idp = ev.inner
+        return f"{ep(isrc, isp)} > {ep(idst, idp)} inside VXLAN {outer}{size}"
+    return outer + size
 
 
 def _icmp_name(h: Hop) -> str:

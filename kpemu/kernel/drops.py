@@ -47,7 +47,7 @@ def bpf_program(inodes: list[int]) -> str:
 
     Fields: monotonic ns, netns inode, ifindex, reason number, function, IP protocol, src, dst,
     sport, dport (or ICMP type/code), then the inner IP protocol, src, dst, sport, dport of a VXLAN
-    packet (zeros otherwise).
+    packet (zeros otherwise), then the packet's length in bytes.
     """
     cond = " || ".join(f"$ns == {i}" for i in inodes) or "0"
     vx = " || ".join(f"$dp == {p}" for p in VXLAN_PORTS)
@@ -70,9 +70,9 @@ tracepoint:skb:kfree_skb /args->protocol == 0x0800/
         $l42 = ($l4 + 30) + ((*(uint8 *)($l4 + 30) & 15) * 4);
         $isp = bswap(*(uint16 *)$l42); $idp = bswap(*(uint16 *)($l42 + 2));
       }}
-      printf("DROP %llu %u %d %d %s %u %s %s %u %u %u %s %s %u %u\\n", nsecs, $ns, $skb->dev->ifindex,
+      printf("DROP %llu %u %d %d %s %u %s %s %u %u %u %s %s %u %u %u\\n", nsecs, $ns, $skb->dev->ifindex,
              args->reason, ksym(args->location), $ip->protocol, ntop($ip->saddr), ntop($ip->daddr), $sp, $dp,
-             $in, ntop($isrc), ntop($idst), $isp, $idp);
+             $in, ntop($isrc), ntop($idst), $isp, $idp, $skb->len);
     }}
   }}
 }}

@@ -24,7 +24,7 @@ from kpemu.model.topology import LabName, Strict, Topology, _check_ip
 FlowName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")]
 MAX_CONNECTIONS = 64
 Via = Literal["clusterIP", "nodePort", "loadBalancer", "externalIP"]
-Outcome = Literal["reply", "refused", "dropped"]
+Outcome = Literal["reply", "refused", "dropped", "no-reply"]  # no-reply: connected, never answered
 
 
 class Target(Strict):
@@ -69,6 +69,7 @@ class Flow(Strict):
     protocol: Literal["TCP", "UDP"] | None = None  # default: the destination port's protocol
     connections: int = Field(1, ge=1, le=MAX_CONNECTIONS)
     timeout: float = Field(2.0, gt=0, le=10)  # seconds per connection attempt
+    size: int | None = Field(None, ge=1, le=60000)  # request bytes (default: just the marker line)
 
 
 class HopExpect(Strict):

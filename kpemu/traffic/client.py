@@ -19,7 +19,13 @@ import time
 from kpemu.traffic.markers import parse_reply, request_marker
 
 
-def _tcp(dst: str, port: int, marker: str, timeout: float) -> dict:
+def _payload(marker: str, size: int) -> bytes:
+    """The marker line, padded after its newline to `size` bytes (the server answers the first line)."""
+    line = (marker + "\n").encode()
+    return line + b"." * max(0, size - len(line))
+
+
+def _tcp(dst: str, port: int, marker: str, timeout: float, size: int = 0) -> dict:
     out: dict = {"connected": False, "reply": None, "backend": None, "outcome": "dropped"}
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -29,7 +35,7 @@ def _tcp(dst: str, port: int, marker: str, timeout: float) -> dict:
     try:
         s.connect((dst, port))
         out["connected"] = True
-        s.sendall((marker + "\n").encode())
+        s.sendall(_payload(marker, size))
         buf = b""
         while b"\n" not in buf and len(buf) < 512:
             chunk = s.recv(512)
@@ -49,7 +55,7 @@ def _tcp(dst: str, port: int, marker: str, timeout: float) -> dict:
     return out
 
 
-def _udp(dst: str, port: int, marker: str, timeout: float) -> dict:
+def _udp(dst: str, port: int, marker: str, timeout: float, size: int = 0) -> dict:
     out: dict = {"connected": False, "reply": None, "backend": None, "outcome": "dropped"}
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", 0))
@@ -57,7 +63,7 @@ def _udp(dst: str, port: int, marker: str, timeout: float) -> dict:
     s.settimeout(timeout)
     try:
         s.connect((dst, port))
-        s.send((marker + "\n").encode())
+        s.send(_payload(marker, size))
         _reply(out, s.recv(512))
         out["connected"] = out["outcome"] == "reply"
     except ConnectionRefusedError:
@@ -92,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proto", choices=["tcp", "udp"], default="tcp")
     ap.add_argument("--connections", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=2.0)
+    ap.add_argument("--size", type=int, default=0, help="request bytes (the marker line, padded)")
     ap.add_argument("--gap", type=float, default=0.0, help="seconds to wait between connections (at most 1)")
     args = ap.parse_args(argv)
     run = _tcp if args.proto == "tcp" else _udp
@@ -101,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(gap)
         marker = request_marker(args.flow, i)
         started = time.monotonic()
-        res = run(args.dst, args.port, marker, args.timeout)
+        res = run(args.dst, args.port, marker, args.timeout, args.size)
         res.update(index=i, marker=marker, duration=round(time.monotonic() - started, 6))
         print(json.dumps(res), flush=True)
     return 0

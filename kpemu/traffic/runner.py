@@ -66,6 +66,8 @@ def run_flow(flow: ResolvedFlow, members: dict[str, str], gap: float = 0.0) -> F
             "--connections", str(f.connections), "--timeout", str(f.timeout)]
     if gap > 0:
         argv += ["--gap", str(gap)]
+    if f.size:
+        argv += ["--size", str(f.size)]
     budget = f.connections * (f.timeout + 0.5 + gap) + 5
     try:
         res = nsmod.run_in(members[flow.src_member], argv, timeout=budget)
