@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBS=(iproute2 iptables ipset ipvsadm tcpdump conntrack ethtool nftables kmod procps
-      python3-venv qemu-system-x86 busybox-static file chromium)
+      python3-venv qemu-system-x86 busybox-static file chromium bpftrace)
 missing=()
 for p in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -394,9 +394,9 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
                                                                       f"member/interface, one of {sorted(points)}"))
             if h.outer not in (None, "vxlan", "ipip", "none"):
                 problems.append(Problem(file, f"{base}.hops[{j}].outer", "expected vxlan, ipip or none"))
-        if e.died is not None and e.died.at is not None and e.died.at not in _members(topo):
-            problems.append(Problem(file, f"{base}.died.at", f"unknown member {e.died.at!r}; expected a node, pod or "
-                                                            f"external: {sorted(_members(topo))}"))
+        if e.died is not None and e.died.at is not None and e.died.at not in {*_members(topo), "underlay"}:
+            problems.append(Problem(file, f"{base}.died.at", f"unknown member {e.died.at!r}; expected a node, pod, "
+                                                            f"external or underlay: {sorted(_members(topo))}"))
         for j, r in enumerate(e.rules):
             if r.node not in {n.name for n in topo.nodes}:
                 problems.append(Problem(file, f"{base}.rules[{j}].node", f"unknown node {r.node!r}; expected one "
