@@ -155,8 +155,11 @@ def _traced_flow(sc: Scenario, flow: ResolvedFlow, nodes: dict[str, str], member
     return result, data
 
 
-def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bool = True) -> Collected:
-    """Servers, captures, flows (traced unless `trace` is False), kernel state; stops what it started."""
+def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bool = True,
+             drop_session: DropSession | None = None) -> Collected:
+    """Servers, captures, flows (traced unless `trace` is False), kernel state; stops what it started.
+
+    `drop_session`: a kernel drop tracer started before deploy (one is started here when traced without)."""
     topo = sc.topology
     col = Collected(points=capture_points(plan, topo, sc.flows))
     nodes = {n.name: state.members[n.name] for n in topo.nodes}
@@ -166,7 +169,10 @@ def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bo
     snapshot.save_rules(nodes, topo.kubeProxy.backend, topo.kubeProxy.mode == "ipvs", out / "rules")
     servers = []
     caps = []
-    drop_session = start_drop_tracing(state.members, out / "trace" / "drops.txt") if trace else None
+    if trace and drop_session is None:
+        drop_session = start_drop_tracing(out / "trace" / "drops.txt")
+    if drop_session is not None:
+        drop_session.watch(state.members)
     windows: dict[str, tuple[int, int]] = {}
     try:
         servers = start_servers(topo, state.members)
@@ -342,13 +348,18 @@ def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
     started = time.perf_counter()
     prepare_out(out)
     plan = plan_fabric(sc.topology)
+    drops = start_drop_tracing(out / "trace" / "drops.txt") if trace else None  # attaches while we deploy
     with sigterm_as_interrupt():
-        state = lab.deploy(sc.topology, source=str(sc.path), plan=plan)
         try:
-            col = _traffic(sc, plan, state, out, trace)
+            state = lab.deploy(sc.topology, source=str(sc.path), plan=plan)
+            try:
+                col = _traffic(sc, plan, state, out, trace, drops)
+            finally:
+                with signals_blocked():
+                    lab.destroy(state.lab)
         finally:
-            with signals_blocked():
-                lab.destroy(state.lab)
+            if drops is not None:
+                drops.stop()
     seconds = time.perf_counter() - started
     (out / COLLECTED).write_text(json.dumps({**collected_json(col), "seconds": seconds, "trace": trace,
                                              "kernel": os.uname().release}) + "\n")
