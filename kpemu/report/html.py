@@ -45,7 +45,10 @@ def sequence_svg(flow: Mapping) -> str:
         out.append(f'<line x1="{x[p]}" y1="38" x2="{x[p]}" y2="{height - 10}" stroke="#99a" stroke-dasharray="4,3"/>')
     y = _TOP
     prev = None
-    for h in hops:
+    verdict = flow.get("verdict") or {}
+    dying = max((i for i, h in enumerate(hops) if h.get("direction") == verdict.get("direction", "request")),
+                default=None) if verdict else None
+    for i, h in enumerate(hops):
         cur = x[hop_point(h)]
         src = x[hop_point(prev)] if prev is not None and prev.get("direction") == h.get("direction") else cur - 40
         color = "#333" if h.get("direction") != "reply" else "#2a6"
@@ -55,6 +58,8 @@ def sequence_svg(flow: Mapping) -> str:
         out.append(f'<line class="msg" x1="{src}" y1="{y}" x2="{cur}" y2="{y}" stroke="{color}"{dash} '
                    f'marker-end="url(#arr)"/>')
         out.append(f'<text x="{min(src, cur) + 4}" y="{y - 5}" fill="{color}">{e(tuple_text(h))}</text>')
+        if i == dying:  # the packet died here
+            out.append(f'<text class="died" x="{cur + 4}" y="{y + 5}" fill="#c00" font-size="16">{DIED}</text>')
         y += _ROW
         for ch in h.get("changed_by") or []:
             text = change_text(ch)

@@ -156,6 +156,7 @@ def test_the_diagram_ends_in_a_cross_and_the_page_shows_a_red_mark() -> None:
     assert verdict_row(v)[:2] == ("✗", "node2 (kp-t-node2)") and verdict_row(v)[4] == "died: DROP"
     page = render_html({"scenario": "s", "ok": True, "flows": [flow]})
     assert '<span class="fail">✗ died on node2</span>' in page and ">ok</span>" not in page
+    assert page.count('<text class="died"') == 1
 
 
 def _scenario(tmp_path: Path, faults: str, expect: str) -> Path:
