@@ -128,8 +128,13 @@ def matching(events: Iterable[DropEvent], tuples: set[tuple], members: Mapping[i
     return out
 
 
+def meaning(reason: str, function: str) -> str:
+    """What a drop reason (or, for an unspecified one, the dropping function) means; "" when unknown."""
+    said = FUNCTION_MEANING.get(function) if reason == "NOT_SPECIFIED" else None
+    return said or MEANING.get(reason, "")
+
+
 def describe(reason: str, function: str) -> str:
     """"IP_RPFILTER in ip_rcv_finish_core (strict reverse-path filtering: ...)"."""
-    meaning = FUNCTION_MEANING.get(function) if reason == "NOT_SPECIFIED" else None
-    meaning = meaning or MEANING.get(reason)
-    return f"{reason} in {function}" + (f" ({meaning})" if meaning else "")
+    said = meaning(reason, function)
+    return f"{reason} in {function}" + (f" ({said})" if said else "")

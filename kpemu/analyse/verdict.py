@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from kpemu.analyse.attribution import TracedPacket, comment_of
-from kpemu.analyse.drops import DropEvent, describe, matching
+from kpemu.analyse.drops import DropEvent, describe, matching, meaning
 from kpemu.analyse.ledger import ConnLedger, Hop
 
 ICMP_NAMES = {(3, 0): "net unreachable", (3, 1): "host unreachable", (3, 3): "port unreachable",
@@ -157,7 +157,7 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
         direction = "reply" if any((ev.proto, ev.src, ev.sport, ev.dst, ev.dport) == (h.pkt.proto, h.pkt.src,
                                    h.pkt.sport, h.pkt.dst, h.pkt.dport) for h in cl.reply) else "request"
         v = Verdict(member, netns.get(member), "KERNEL-DROP", "kfree_skb by tuple", direction, point,
-                    reason=ev.reason, function=ev.function, why=describe(ev.reason, ev.function))
+                    reason=ev.reason, function=ev.function, why=meaning(ev.reason, ev.function))
         v.text = f"dropped by the kernel on {member} ({v.direction}): {describe(ev.reason, ev.function)}; " \
                  f"packet {packet_text(ev)}"
         if icmp is not None:
