@@ -7,7 +7,7 @@ STAMP := $(VENV)/.kpemu-setup-done
 # `make scenario NAME`: the word after `scenario` is the scenario name.
 NAME := $(word 2,$(MAKECMDGOALS))
 
-.PHONY: setup test test-unit lint bench scenario scenarios clean-labs
+.PHONY: setup test test-unit lint bench soak scenario scenarios clean-labs
 
 setup: $(STAMP)
 
@@ -26,6 +26,11 @@ lint: setup
 
 bench: setup
 	$(PY) scripts/bench.py
+
+# `make soak NAME=nodeport-ipvs N=20`: one scenario N times; passes/N, median and worst time, failures.
+soak: setup
+	@test -n "$(NAME)" || { echo "usage: make soak NAME=<scenario> N=<runs>"; exit 2; }
+	$(PY) scripts/soak.py $(NAME) $(or $(N),10)
 
 scenario: setup
 	@test -n "$(NAME)" || { echo "usage: make scenario NAME (one of: $$(ls scenarios/*.yaml | xargs -n1 basename | sed 's/.yaml//' | tr '\n' ' '))"; exit 2; }

@@ -1,138 +1,179 @@
 """Lab lifecycle: deploy, destroy, inspect, exec; a state file records what each lab created.
 
-State files live in /run/kpemu/labs/<lab>.json (tmpfs, like /run/netns, so both vanish together at
-reboot). The state file is written before the first namespace is created, so a deploy killed at
-any point can be cleaned up by `destroy NAME` or `destroy --all`, which also sweeps every
-namespace whose name starts with the kpemu prefix.
+State files live in /run/kpemu/labs/<lab>.json (see kpemu/statedir.py; tmpfs, like /run/netns, so
+both vanish together at reboot). The state file is written before the first namespace is created,
+and every namespace is marked with its lab as soon as it exists (kpemu/kernel/owner.py), so a
+deploy or run killed at any point is cleaned up by `destroy NAME` or `destroy --all`. A name prefix
+is never taken as ownership: without a state file, `destroy NAME` removes only namespaces marked
+as NAME's, and `destroy --all` only recorded labs, recorded probes and marked namespaces.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import subprocess
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kpemu.errors import EnvironmentProblem, InputError, KpemuError
+from kpemu.errors import ApplyError, EnvironmentProblem, InputError, KpemuError
 from kpemu.kernel import netns as nsmod
-from kpemu.kernel.fabric import apply_fabric
 from kpemu.kernel.inspect import describe_netns
-from kpemu.kernel.rules import apply_rules
-from kpemu.model.names import netns_name
-from kpemu.model.topology import Topology
-from kpemu.plan.fabric import plan_fabric
-from kpemu.plan.types import Plan
+from kpemu.kernel.labstate import PREFIX, LabState, load_state
+from kpemu.kernel.owner import lab_owner, owner_of
+from kpemu.statedir import PROBE_DIR, STATE_DIR, scratch_dir, state_path
 
-PREFIX = "kp-"
-STATE_DIR = Path(os.environ.get("KPEMU_STATE_DIR", "/run/kpemu/labs"))
-
-
-@dataclass
-class LabState:
-    """What a deployed lab consists of, as recorded in its state file."""
-
-    lab: str
-    source: str
-    namespaces: list[str]
-    members: dict[str, str]  # member -> netns
-    kinds: dict[str, str] = field(default_factory=dict)  # member -> node|pod|external|underlay
-    created_at: float = 0.0
-    deploy_seconds: float = 0.0
-    complete: bool = False
-
-    def save(self) -> None:
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = STATE_DIR / f".{self.lab}.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(state_path(self.lab))
+if TYPE_CHECKING:  # the guest's agent imports this module: no model (pydantic) at import time
+    from kpemu.model.topology import Topology
+    from kpemu.plan.types import Plan
 
 
-def state_path(lab: str) -> Path:
-    return STATE_DIR / f"{lab}.json"
+NEEDS_PRIVILEGE = "kpemu {} need root or CAP_NET_ADMIN + CAP_SYS_ADMIN; run with sudo"
+CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21
 
 
-def load_state(lab: str) -> LabState | None:
-    """The recorded state of `lab`, or None when there is no state file."""
+def privileged() -> bool:
+    """Whether this process may build labs: root, or both capabilities in its effective set."""
+    if os.geteuid() == 0:
+        return True
     try:
-        return LabState(**json.loads(state_path(lab).read_text()))
-    except FileNotFoundError:
-        return None
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    caps = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("CapEff:")), 0)
+    return all(caps >> bit & 1 for bit in (CAP_NET_ADMIN, CAP_SYS_ADMIN))
 
 
-def require_root() -> None:
-    if os.geteuid() != 0:
-        raise EnvironmentProblem("building a lab needs root (network namespaces)", "run as root, e.g. sudo kpemu ...")
+def require_root(commands: str = "deploy/run/destroy") -> None:
+    """Refuse (exit 3, one line) before anything is probed or created when this process cannot build labs."""
+    if not privileged():
+        raise EnvironmentProblem(NEEDS_PRIVILEGE.format(commands))
 
 
 def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabState:
-    """Build the lab: namespaces, CNI wiring, CNI and kube-proxy rules. Rolls back on failure."""
+    """Build the lab (kpemu.jobs.execute: fabric, kube-proxy's rules per node, CNI rules) and check what
+    the kernel reads back against kube-proxy's text; rolls back on any failure."""
+    from kpemu.capture.snapshot import rules_text
+    from kpemu.jobs.build import deploy_job, release_tuple
+    from kpemu.jobs.execute import deploy as execute
+    from kpemu.jobs.verify import readback_problems
+    from kpemu.kernel.netfilter import resolve_random_fully
+    from kpemu.kernel.nfacct import supported_here, with_nfacct
+    from kpemu.plan.fabric import plan_fabric
+
     require_root()
-    plan = plan or plan_fabric(topo)
-    existing = set(nsmod.list_netns(PREFIX))
-    clashes = [ns.name for ns in plan.namespaces if ns.name in existing]
-    if clashes or load_state(topo.name):
-        raise EnvironmentProblem(
-            f"lab {topo.name!r} already exists ({', '.join(clashes) or 'state file present'})",
-            f"kpemu destroy {topo.name}",
-        )
-    state = LabState(
-        lab=topo.name,
-        source=source,
-        namespaces=[ns.name for ns in plan.namespaces],
-        members={ns.member: ns.name for ns in plan.namespaces},
-        kinds={ns.member: ns.kind for ns in plan.namespaces},
-        created_at=time.time(),
-    )
-    state.save()
-    started = time.perf_counter()
-    created: list[str] = []
+    topo = with_nfacct(resolve_random_fully(topo), supported_here)
+    job = deploy_job(topo, plan or plan_fabric(topo), release_tuple(os.uname().release), source)
+    state = execute(job)
     try:
-        apply_fabric(plan, created)
-        apply_rules(topo, plan)
+        problems = readback_problems(job["readback"], lambda node, kind: rules_text(
+            job["nodes"][node], kind, job["backend"]))
+        if problems:
+            raise ApplyError("\n".join(problems))
     except BaseException:
-        for ns in reversed(created):
-            nsmod.delete_netns(ns)
-        state_path(topo.name).unlink(missing_ok=True)
+        destroy(topo.name)
         raise
-    state.deploy_seconds = time.perf_counter() - started
-    state.complete = True
-    state.save()
     return state
 
 
-def destroy(lab: str) -> list[str]:
-    """Remove exactly what the lab's state file records (idempotent). Returns removed namespaces."""
+@dataclass
+class Removal:
+    """What `destroy` found: the namespaces and files it removed, and the namespaces it left alone."""
+
+    lab: str  # "" for --all
+    recorded: bool  # whether the lab had a state file
+    namespaces: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    left: dict[str, str] = field(default_factory=dict)  # namespace -> why it is not this lab's
+
+    def add(self, other: Removal) -> None:
+        self.namespaces += other.namespaces
+        self.files += other.files
+        self.left.update(other.left)
+
+    def summary(self) -> str:
+        """One paragraph for humans: what was removed, and what was found but left alone, and why."""
+        who = f"lab {self.lab}" if self.lab else "every kpemu lab"
+        if self.lab and not self.recorded and not self.namespaces:
+            head = f"{who}: no state file and no namespace marked as its own; removed nothing"
+        else:
+            head = f"{who}: removed {len(self.namespaces)} namespaces" + (
+                ": " + " ".join(self.namespaces) if self.namespaces else "")
+            if self.files:
+                head += f" and {len(self.files)} recorded files"
+        if self.left:
+            head += "\nleft alone (not " + (f"{self.lab}'s" if self.lab else "kpemu's") + "): " + ", ".join(
+                f"{ns} ({why})" for ns, why in sorted(self.left.items()))
+        return head
+
+
+def _remove_files(*paths: Path) -> list[str]:
+    removed = []
+    for p in paths:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(str(p))
+        elif p.exists():
+            p.unlink(missing_ok=True)
+            removed.append(str(p))
+    return removed
+
+
+def destroy(lab: str) -> Removal:
+    """Remove what `lab`'s state file records (idempotent), or without one, its marked namespaces.
+
+    A recorded namespace marked as another lab's is left alone (a stale state file must not remove
+    a lab deployed since); an unmarked recorded one is removed (the run was killed between creating
+    and marking it). The lab's scratch directory and state file go last.
+    """
     require_root()
     state = load_state(lab)
-    names = state.namespaces if state else nsmod.list_netns(netns_name(lab, ""))
-    removed = [ns for ns in names if nsmod.delete_netns(ns)]
-    state_path(lab).unlink(missing_ok=True)
-    return removed
+    out = Removal(lab, state is not None)
+    mine = lab_owner(lab)
+    for ns in state.namespaces if state else nsmod.list_netns(f"{PREFIX}{lab}-"):
+        who = owner_of(ns)
+        if who == mine or (state is not None and who is None):
+            if nsmod.delete_netns(ns):
+                out.namespaces.append(ns)
+        elif nsmod.netns_exists(ns):
+            out.left[ns] = f"marked {who}" if who else "not marked by kpemu"
+    out.files = _remove_files(scratch_dir(lab), state_path(lab))
+    return out
 
 
-def destroy_all() -> list[str]:
-    """Remove every recorded lab and every leftover kpemu namespace found by prefix."""
+def destroy_all() -> Removal:
+    """Remove every recorded lab, every recorded probe namespace and every namespace kpemu marked
+    (the CLI's `destroy --all` also stops every guest: kpemu.guest.stop_all)."""
     require_root()
-    removed: list[str] = []
-    for f in sorted(STATE_DIR.glob("*.json")) if STATE_DIR.exists() else []:
-        removed += destroy(f.stem)
+    out = Removal("", True)
+    for lab in labs():
+        out.add(destroy(lab))
+    probes = sorted(PROBE_DIR.iterdir()) if PROBE_DIR.is_dir() else []
+    for record in probes:
+        if nsmod.delete_netns(record.name):
+            out.namespaces.append(record.name)
+        out.files += _remove_files(record)
     for ns in nsmod.list_netns(PREFIX):
-        if nsmod.delete_netns(ns):
-            removed.append(ns)
-    return removed
+        who = owner_of(ns)
+        if who is None:
+            out.left[ns] = "not marked by kpemu"
+        elif nsmod.delete_netns(ns):
+            out.namespaces.append(ns)
+    out.files += _remove_files(*sorted(STATE_DIR.glob("*.d")) if STATE_DIR.is_dir() else [])
+    return out
 
 
 def labs() -> list[str]:
     """Names of recorded labs."""
-    return sorted(f.stem for f in STATE_DIR.glob("*.json")) if STATE_DIR.exists() else []
+    return sorted(f.stem for f in STATE_DIR.glob("*.json")) if STATE_DIR.is_dir() else []
 
 
 def inspect(lab: str | None = None) -> dict[str, Any]:
     """Namespaces, interfaces with addresses, and routes of one lab or of all of them."""
     names = [lab] if lab else labs()
+    if names:  # reading a lab's interfaces means entering its namespaces
+        require_root("inspect/exec")
     present = set(nsmod.list_netns(PREFIX))
     out: dict[str, Any] = {"labs": []}
     for name in names:
@@ -166,6 +207,7 @@ def member_netns(lab: str, member: str) -> str:
 def exec_in(lab: str, member: str, cmd: list[str]) -> int:
     """Run `cmd` in a member's namespace with the terminal attached; return its exit code."""
     ns = member_netns(lab, member)
+    require_root("inspect/exec")
     try:
         return nsmod.run_in(ns, cmd, capture_output=False).returncode
     except FileNotFoundError:

@@ -11,42 +11,36 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kpemu import lab
-from kpemu.analyse.drops import window as drops_window
 from kpemu.analyse.expect import Check, check_died, check_flow, check_goldens, fixed_ports, write_goldens
-from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, flow_match, with_verdicts
+from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, with_verdicts
 from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
 from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
-from kpemu.capture import snapshot
-from kpemu.capture.points import capture_file_stem, capture_points, point_name
-from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
-from kpemu.errors import EnvironmentProblem
+from kpemu.capture.points import capture_file_stem, point_name
+from kpemu.errors import EnvironmentProblem, KpemuError
+from kpemu.jobs.execute import COLLECTED
+from kpemu.jobs.verify import check_saved_rules
 from kpemu.kernel import counters
-from kpemu.kernel.drops import DropSession, start_drop_tracing
-from kpemu.kernel.faults import apply_faults
-from kpemu.kernel.trace import start_tracing
-from kpemu.model.scenario import ResolvedFlow, Scenario
+from kpemu.model.scenario import Scenario
+from kpemu.outlock import holding_out_dir, out_dir_lock
 from kpemu.plan.fabric import plan_fabric
-from kpemu.plan.faults import plan_faults
 from kpemu.plan.types import Interface, Plan
 from kpemu.report.html import render_html
 from kpemu.report.markdown import render_markdown
-from kpemu.traffic.procs import stop_processes
-from kpemu.traffic.runner import FlowResult, run_flow, start_servers
+from kpemu.traffic.runner import FlowResult
 
-# Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
-# and a burst of back-to-back connections can overflow its netlink socket (it then exits).
-TRACE_GAP = float(os.environ.get("KPEMU_TRACE_GAP", "0.02"))
-DROP_SLACK_NS = 300_000_000  # a drop reported just after the client gave up still belongs to the flow
-COLLECTED = "collected.json"  # what the kernel half of a run hands to the analysis half
+Progress = Callable[[str], None]  # told what a run is doing now (the CLI shows it)
+
+
+def _quiet(msg: str) -> None:
+    pass
 
 
 @dataclass
@@ -85,34 +79,6 @@ class Collected:
     faults: list[dict] = field(default_factory=list)  # the faults applied (plan step + commands run)
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt for the duration (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-@contextlib.contextmanager
-def signals_blocked() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM while cleaning up, so a second Ctrl-C cannot leave the lab half-removed."""
-    sigs = {signal.SIGINT, signal.SIGTERM}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def _warm_scapy() -> threading.Thread:
     """Import scapy in the background while the lab runs (it takes about a second)."""
 
@@ -124,100 +90,6 @@ def _warm_scapy() -> threading.Thread:
     t = threading.Thread(target=imp, daemon=True)
     t.start()
     return t
-
-
-def prepare_out(out: Path) -> None:
-    """Empty the run directory's generated parts (keeps anything else a user put there)."""
-    for sub in ("pcaps", "capture", "rules", "trace"):
-        shutil.rmtree(out / sub, ignore_errors=True)
-    for f in ("report.md", "hops.json", "report.html", "report.png", COLLECTED):
-        (out / f).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-
-
-def _traced_flow(sc: Scenario, flow: ResolvedFlow, nodes: dict[str, str], members: dict[str, str],
-                 out: Path) -> tuple[FlowResult, TraceData]:
-    """Run one flow between two counter snapshots with its packets traced in every node namespace."""
-    kp = sc.topology.kubeProxy
-    data = TraceData(before=counters.snapshot(nodes, kp.backend, kp.mode == "ipvs"))
-    session = start_tracing(nodes, flow_match(sc.topology, flow), kp.backend)
-    try:
-        result = run_flow(flow, members, gap=TRACE_GAP if session.unavailable is None else 0.0)
-    finally:
-        texts = session.stop()
-    data.after = counters.snapshot(nodes, kp.backend, kp.mode == "ipvs")
-    data.unavailable = session.unavailable
-    data.texts = texts if session.unavailable is None else {}
-    tdir = out / "trace"
-    tdir.mkdir(parents=True, exist_ok=True)
-    for node, text in data.texts.items():
-        (tdir / f"{flow.flow.name}_{node}.txt").write_text(text)
-    return result, data
-
-
-def _traffic(sc: Scenario, plan: Plan, state: lab.LabState, out: Path, trace: bool = True,
-             drop_session: DropSession | None = None) -> Collected:
-    """Servers, captures, flows (traced unless `trace` is False), kernel state; stops what it started.
-
-    `drop_session`: a kernel drop tracer started before deploy (one is started here when traced without)."""
-    topo = sc.topology
-    col = Collected(points=capture_points(plan, topo, sc.flows))
-    nodes = {n.name: state.members[n.name] for n in topo.nodes}
-    steps = plan_faults(topo, sc.spec.faults)
-    col.faults = [{**s.to_json(), "done": d} for s, d in zip(steps, apply_faults(steps, topo.kubeProxy.backend),
-                                                              strict=True)]
-    snapshot.save_rules(nodes, topo.kubeProxy.backend, topo.kubeProxy.mode == "ipvs", out / "rules")
-    servers = []
-    caps = []
-    if trace and drop_session is None:
-        drop_session = start_drop_tracing(out / "trace" / "drops.txt")
-    if drop_session is not None:
-        drop_session.watch(state.members)
-    windows: dict[str, tuple[int, int]] = {}
-    try:
-        servers = start_servers(topo, state.members)
-        caps = start_captures(col.points, out / "pcaps")
-        if drop_session is not None:
-            drop_session.wait_ready()
-        for flow in sc.flows:
-            if trace:
-                start = time.monotonic_ns()
-                col.results[flow.flow.name], col.traces[flow.flow.name] = _traced_flow(
-                    sc, flow, nodes, state.members, out)
-                windows[flow.flow.name] = (start, time.monotonic_ns())
-            else:
-                col.results[flow.flow.name] = run_flow(flow, state.members)
-        time.sleep(sc.spec.settle)
-        if drop_session is not None:
-            _split_drops(drop_session, windows, col)
-        nat_members = list(nodes) + [e.name for e in topo.externals if e.role == "loadbalancer"]
-        for m in nat_members:
-            col.conntrack[m] = snapshot.conntrack_text(state.members[m])
-        if topo.kubeProxy.mode == "ipvs":
-            for n, ns in nodes.items():
-                col.ipvs[n] = snapshot.ipvs_connections_text(ns)
-    finally:
-        if drop_session is not None:
-            drop_session.stop()
-        stop_captures(caps)
-        stop_processes(servers)
-    render_text(caps, out / "capture")
-    return col
-
-
-def _split_drops(session: DropSession, windows: dict[str, tuple[int, int]], col: Collected) -> None:
-    """Stop the drop tracer and give each flow the kernel drops inside its window (+ the settle time)."""
-    text = session.stop()
-    members = {str(k): v for k, v in session.members.items()}
-    starts = sorted(start for start, _ in windows.values())
-    for name, (start, end) in windows.items():
-        following = [s for s in starts if s > start]
-        end = min(end + DROP_SLACK_NS, following[0] if following else end + DROP_SLACK_NS)
-        data = col.traces[name]
-        data.drops_unavailable = session.unavailable
-        data.drop_members = members
-        if session.unavailable is None:
-            data.drops = drops_window(text, start, end)
 
 
 def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
@@ -247,11 +119,13 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
             runtime: str, reason: str, kernel: str) -> Analysis:
     """Ledger, attribution, oracle, checks and hops.json from the run's files (pure apart from reading them)."""
     from kpemu.capture.pcap import read_pcap
+    from kpemu.report.pcapng import write_run_pcapngs
 
     infos = point_infos(plan, col.points)
+    files = {point_name(i): out / "pcaps" / f"{capture_file_stem(i)}.pcap" for i in col.points}
     packets = []
-    for i in col.points:
-        packets += read_pcap(out / "pcaps" / f"{capture_file_stem(i)}.pcap", point_name(i))
+    for point, path in files.items():
+        packets += read_pcap(path, point)
     conntrack = {m: parse_conntrack(t) for m, t in col.conntrack.items()}
     ipvs = {n: parse_ipvs_connections(t) for n, t in col.ipvs.items()}
     texts = {}
@@ -271,6 +145,7 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
         explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
                                              texts, ipvs_services, altered)
         ledgers.append(fl)
+    write_run_pcapngs(out, infos, files, ledgers, packets)
     by_name = {fl.name: fl for fl in ledgers}
     checks: list[Check] = []
     ports = fixed_ports(sc.topology)
@@ -303,22 +178,6 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     return Analysis(ledgers, checks, hops, written, explanations, details)
 
 
-def collected_json(col: Collected) -> dict[str, Any]:
-    """Collected as JSON: what the guest hands to the host, which then analyses the run itself."""
-    return {
-        "results": {k: asdict(v) for k, v in col.results.items()},
-        "conntrack": col.conntrack,
-        "ipvs": col.ipvs,
-        "faults": col.faults,
-        "points": [asdict(i) for i in col.points],
-        "traces": {k: {"texts": t.texts, "unavailable": t.unavailable,
-                       "before": asdict(t.before) if t.before else None,
-                       "after": asdict(t.after) if t.after else None,
-                       "drops": t.drops, "drops_unavailable": t.drops_unavailable,
-                       "drop_members": t.drop_members} for k, t in col.traces.items()},
-    }
-
-
 def collected_from_json(data: dict[str, Any]) -> Collected:
     """The inverse of `collected_json`."""
 
@@ -338,36 +197,38 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
     )
 
 
-def collect_scenario(sc: Scenario, out: Path, trace: bool = True) -> float:
-    """The kernel half of a run: deploy, serve, capture, send, snapshot, destroy (always).
+@holding_out_dir
+def resolved(sc: Scenario, runtime: str) -> Scenario:
+    """The scenario with what depends on the machine decided: randomFully from the iptables version,
+    nfacct from what the kernel of `runtime` (host or vm) can create."""
+    from kpemu.kernel.netfilter import resolve_random_fully
+    from kpemu.kernel.nfacct import supported_here, with_nfacct
 
-    Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`; returns its seconds. In the
-    guest runtime only this half runs there: the pure analysis runs on the host, where it is fast.
-    """
+    if runtime == "vm":
+        from kpemu.guest import nfacct_supported as supported
+    else:
+        supported = supported_here
+    return replace(sc, topology=with_nfacct(resolve_random_fully(sc.topology), supported))
+
+
+def scenario_job(sc: Scenario, trace: bool = True, kernel: str | None = None) -> dict[str, Any]:
+    """The collect job of a (resolved) scenario, for the kernel release `kernel` (default: this one)."""
+    from kpemu.jobs.build import collect_job, release_tuple
+
+    return collect_job(sc, plan_fabric(sc.topology), release_tuple(kernel or os.uname().release), trace)
+
+
+def collect_scenario(sc: Scenario, out: Path, trace: bool = True, progress: Progress = _quiet) -> float:
+    """The kernel half of a run on this kernel (kpemu.jobs.execute): deploy, serve, capture, send,
+    snapshot, destroy (always). Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`."""
+    from kpemu.jobs.execute import collect
+
     lab.require_root()
-    started = time.perf_counter()
-    prepare_out(out)
-    plan = plan_fabric(sc.topology)
-    drops = start_drop_tracing(out / "trace" / "drops.txt") if trace else None  # attaches while we deploy
-    with sigterm_as_interrupt():
-        try:
-            state = lab.deploy(sc.topology, source=str(sc.path), plan=plan)
-            try:
-                col = _traffic(sc, plan, state, out, trace, drops)
-            finally:
-                with signals_blocked():
-                    lab.destroy(state.lab)
-        finally:
-            if drops is not None:
-                drops.stop()
-    seconds = time.perf_counter() - started
-    (out / COLLECTED).write_text(json.dumps({**collected_json(col), "seconds": seconds, "trace": trace,
-                                             "kernel": os.uname().release}) + "\n")
-    return seconds
+    return collect(scenario_job(sc, trace), out, progress)
 
 
 def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
-                     reason: str = "") -> RunResult:
+                     reason: str = "", progress: Progress = _quiet) -> RunResult:
     """The pure half of a run, from the files `collect_scenario` left in `out`: ledger, attribution,
     oracle, checks; writes hops.json, report.md and report.html."""
     started = time.perf_counter()
@@ -376,6 +237,9 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
         raise EnvironmentProblem(f"{sc.name}: the run left no {path} (the collection did not finish)",
                                  f"see {out / 'guest'} for the guest's logs" if runtime == "vm" else "")
     data = json.loads(path.read_text())
+    if "readback" in data:
+        check_saved_rules(data["readback"], out / "rules")
+    progress(f"analysing {sc.name}: ledger, pcapng, attribution, oracle, reports")
     a = analyse(sc, plan_fabric(sc.topology), collected_from_json(data), out, update_goldens, runtime, reason,
                 data["kernel"])
     hops = a.hops
@@ -386,17 +250,27 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], a.ledgers, a.checks,
                                                    seconds, flows_json=hops["flows"], mode=hops["mode"],
                                                    faults=hops["faults"]))
-    (out / "report.html").write_text(render_html(hops, sc.topology, a.details))
+    (out / "report.html").write_text(render_html(hops, sc.topology, a.details, files=run_files(out)))
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
 
 
+def run_files(out: Path) -> list[str]:
+    """The files of a run directory the report links to, relative to it."""
+    subs = sorted(str(p.relative_to(out)) for d in ("pcaps", "capture", "rules", "trace")
+                  for p in (out / d).glob("*") if p.is_file())
+    top = [f for f in ("run.pcapng", "hops.json", "report.md") if (out / f).is_file()]
+    return top + subs
+
+
+@holding_out_dir
 def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
-                 reason: str = "", trace: bool = True) -> RunResult:
-    """Run one scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/, rules/, trace/."""
+                 reason: str = "", trace: bool = True, progress: Progress = _quiet) -> RunResult:
+    """Run one (resolved) scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/,
+    rules/, trace/."""
     warm = _warm_scapy()
-    collect_scenario(sc, out, trace)
+    collect_scenario(sc, out, trace, progress)
     warm.join(timeout=10)
-    return analyse_scenario(sc, out, update_goldens, runtime, reason)
+    return analyse_scenario(sc, out, update_goldens, runtime, reason, progress)
 
 
 def out_dir_for(out: str | None, name: str, several: bool) -> Path:
@@ -423,11 +297,43 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
     return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps) for sc in scenarios]
 
 
-def guest_argv(files: list[str], out: str | None, extra: list[str] | None = None) -> list[str]:
-    """The `kpemu run` command line the guest runs for scenarios that need its kernel."""
-    import sys
+def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update_goldens: bool, reason: str,
+                 trace: bool = True, progress: Progress = _quiet,
+                 ) -> tuple[list[RunResult], list[tuple[str, KpemuError]]]:
+    """The kernel half of each scenario in the guest (the warm one if up, else one cold boot for all),
+    then the analysis here; results, and (name, error) for each scenario whose collection failed."""
+    from kpemu import guest
 
-    argv = [sys.executable, "-m", "kpemu.cli", "run", *files, "--runtime", "host"]
-    if out is not None:
-        argv += ["--out", out]
-    return argv + list(extra or [])
+    release = guest.kernel_release()
+    reqs = [("collect", {"job": {**scenario_job(sc, trace, release), "render": False}}) for sc, _ in scenarios]
+    with contextlib.ExitStack() as held:  # each output folder is this run's from here on
+        for _, out in scenarios:
+            held.enter_context(out_dir_lock(out))
+        how, answers = guest.send(reqs, cold_root, progress)
+        return _analyse_guest_runs(scenarios, answers, how, update_goldens, reason, progress)
+
+
+def _analyse_guest_runs(scenarios: list[tuple[Scenario, Path]], answers: list[tuple[Path, dict]], how: str,
+                        update_goldens: bool, reason: str, progress: Progress,
+                        ) -> tuple[list[RunResult], list[tuple[str, KpemuError]]]:
+    """Move what the guest collected into each output folder, render its captures, analyse it."""
+    from kpemu.capture.tcpdump import render_pcaps
+    from kpemu.jobs.execute import prepare_out
+
+    results, failed = [], []
+    for (sc, out), (work, res) in zip(scenarios, answers, strict=True):
+        if res["rc"] != 0:
+            failed.append((sc.name, EnvironmentProblem(f"{sc.name}: in the guest: {res.get('error', '')}",
+                                                       f"see {work}")))
+            continue
+        prepare_out(out)
+        for item in work.iterdir():
+            dest = out / ("guest-progress.log" if item.name == "log" else item.name)
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.move(str(item), dest)
+        render_pcaps(sorted((out / "pcaps").glob("*.pcap")), out / "capture")
+        try:
+            results.append(analyse_scenario(sc, out, update_goldens, "vm", f"{reason}; {how} guest", progress))
+        except KpemuError as e:
+            failed.append((sc.name, e))
+    return results, failed

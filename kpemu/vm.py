@@ -1,12 +1,13 @@
 """The vm runtime: a virtme-ng guest booted from a distribution kernel that has what this one lacks.
 
-The guest shares the host's filesystem (read-only, plus a few read-write directories), so the
-very same `.venv/bin/kpemu` (or pytest) runs inside. Three jobs live here:
+The guest shares the host's filesystem (read-only, plus a few read-write directories), so the very
+same code runs inside: kpemu's agent (kpemu.jobs.agent) on the standard library. Three jobs live here:
 
 - getting a guest kernel: `find_kernel()` reuses one from the cache or /boot, `setup()` downloads
   Debian's kernel package with `apt-get download` and unpacks it with `dpkg-deb -x` into
   `$KPEMU_CACHE` (default /var/cache/kpemu/kernels), then runs `depmod` on the copy;
-- running a command in the guest: `boot()` / `run_in_guest()` / `run_pytest_in_guest()`;
+- booting a guest that runs a command: `boot()` (wait for it) and `start()` (return at once; the warm
+  guest of kpemu.guest);
 - knowing whether we already are the guest: `in_guest()`.
 
 Nothing here prints: progress goes through a callback, the guest command's output to an optional
@@ -33,6 +34,7 @@ from typing import TextIO
 
 from kpemu.errors import EnvironmentProblem
 from kpemu.kernel.probe import GUEST_FEATURES, find_tool, kvm_usable, probe
+from kpemu.system import python_hint, setup_hint
 
 DEFAULT_CACHE = Path("/var/cache/kpemu/kernels")
 # Modules a guest kernel must have (as .ko or built in) to be worth booting.
@@ -40,8 +42,17 @@ REQUIRED_MODULES = ("ip_vs", "ipip", "dummy", "vxlan", "br_netfilter")
 # Loaded in the guest before the command runs (modprobe -a, one process). The rest (xt_*, ip_set_*,
 # nft_*) the guest kernel loads on demand from the same tree, as iptables and ipset ask for it.
 GUEST_MODULES = (*REQUIRED_MODULES, "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "nf_conntrack")
+# What iptables, ipset, tracing and conntrack will ask for: loaded by one modprobe in the background
+# while the guest's command starts, instead of one modprobe the kernel spawns per module on demand.
+PRELOAD_MODULES = (
+    "nf_tables", "nft_compat", "nft_chain_nat", "nf_nat", "nft_ct", "nft_masq", "nft_nat", "nft_reject",
+    "nft_reject_inet", "nft_numgen", "nft_fib_ipv4", "x_tables", "xt_comment", "xt_mark", "xt_MASQUERADE",
+    "xt_addrtype", "xt_conntrack", "xt_statistic", "xt_recent", "xt_nat", "xt_tcpudp", "xt_multiport", "xt_set",
+    "xt_TRACE", "xt_physdev", "ip_set", "ip_set_hash_ip", "ip_set_hash_ipport", "ip_set_hash_ipportip",
+    "ip_set_hash_ipportnet", "ip_set_hash_net", "ip_set_bitmap_port", "nf_conntrack_netlink", "nfnetlink_log",
+    "veth", "bridge", "iptable_nat", "iptable_filter", "iptable_raw", "iptable_mangle")
 BOOT_TIMEOUT = 120.0  # seconds until the guest runs our script; about 10 s in TCG on 2 cores
-LOCK_FILE = Path(tempfile.gettempdir()) / "kpemu-guest.lock"
+LOCK_FILE = Path("/run/kpemu/guest.lock")
 _MARK = ".kpemu-guest"  # prefix of the marker files in the output directory
 
 
@@ -97,7 +108,7 @@ def cache_dir() -> Path:
 # ---------------------------------------------------------------- finding a kernel
 
 
-def _modules_in(moddir: Path) -> set[str]:
+def modules_in(moddir: Path) -> set[str]:
     """Module names available in a module tree: loadable (modules.dep or a walk) plus built in."""
     names: set[str] = set()
     dep = moddir / "modules.dep"
@@ -139,14 +150,14 @@ def _candidates() -> Iterator[GuestKernel]:
 def find_kernel() -> GuestKernel | None:
     """The first suitable guest kernel (cache first, then /boot): it has every REQUIRED_MODULE."""
     for k in _candidates():
-        if not set(REQUIRED_MODULES) - _modules_in(k.moddir):
+        if not set(REQUIRED_MODULES) - modules_in(k.moddir):
             return k
     return None
 
 
 def list_kernels() -> list[tuple[GuestKernel, list[str]]]:
     """Every kernel found, with the required modules it lacks (empty list: suitable)."""
-    return [(k, sorted(set(REQUIRED_MODULES) - _modules_in(k.moddir))) for k in _candidates()]
+    return [(k, sorted(set(REQUIRED_MODULES) - modules_in(k.moddir))) for k in _candidates()]
 
 
 # ---------------------------------------------------------------- getting a kernel
@@ -236,7 +247,7 @@ def setup(if_needed: bool = False) -> SetupResult:
         staging.rename(final)
     kernel = GuestKernel(kernel.version, final / "boot" / kernel.vmlinuz.name,
                          final / kernel.moddir.relative_to(staging), "cache")
-    missing = sorted(set(REQUIRED_MODULES) - _modules_in(kernel.moddir))
+    missing = sorted(set(REQUIRED_MODULES) - modules_in(kernel.moddir))
     if missing:
         raise EnvironmentProblem(f"{pkg} lacks modules {', '.join(missing)}",
                                  "set KPEMU_KERNEL_PACKAGE to a kernel package that has them")
@@ -251,7 +262,7 @@ def _require_kernel() -> GuestKernel:
     if k is None:
         raise EnvironmentProblem(
             f"no guest kernel with {', '.join(REQUIRED_MODULES)} (looked in {cache_dir()} and /boot)",
-            "run `make setup` or `.venv/bin/kpemu vm setup` (downloads Debian's kernel package)")
+            "run " + setup_hint("downloads Debian's kernel package"))
     return k
 
 
@@ -259,11 +270,11 @@ def _tools() -> tuple[str, str]:
     qemu = os.environ.get("KPEMU_QEMU") or find_tool("qemu-system-x86_64")
     if not qemu or not Path(qemu).exists():
         raise EnvironmentProblem("QEMU (qemu-system-x86_64) is not installed; the vm runtime needs it",
-                                 "apt-get install qemu-system-x86 (make setup does it)")
+                                 setup_hint("installs qemu-system-x86"))
     vng = find_tool("vng")
     if not vng:
         raise EnvironmentProblem("virtme-ng (vng) is not installed",
-                                 "make setup (pip install virtme-ng into .venv)")
+                                 python_hint("virtme-ng>=1.30,<2"))
     return qemu, vng
 
 
@@ -277,12 +288,14 @@ exec >"$out/guest-output.log" 2>&1
 : >"$out/{_MARK}-ready"
 export {exports}
 modprobe -a -q {" ".join(modules)} 2>/dev/null
+modprobe -a -q {" ".join(PRELOAD_MODULES)} 2>/dev/null &
 lacking=""
-for m in {req}; do modprobe -q "$m" 2>/dev/null || lacking="$lacking $m"; done
+for m in {req}; do [ -d "/sys/module/$m" ] || modprobe -q "$m" 2>/dev/null || lacking="$lacking $m"; done
 if [ -n "$lacking" ]; then echo "$lacking" >"$out/{_MARK}-lacking"; exit 0; fi
 cd {shlex.quote(str(cwd))} || exit 0
 : >"$out/{_MARK}-started"
-{shlex.join(argv)}
+# A session of its own, no terminal: nothing typed or sent on the guest's console can signal it.
+setsid -w {shlex.join(argv)} </dev/null
 echo $? >"$out/{_MARK}-rc"
 """
 
@@ -301,19 +314,33 @@ def _guest_env(kvm: bool) -> dict[str, str]:
     return env
 
 
-@contextlib.contextmanager
-def _one_guest_at_a_time(progress: Callable[[str], None] | None) -> Iterator[None]:
-    with open(LOCK_FILE, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if progress:
-                progress("waiting for another kpemu guest to finish")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def lock_guest(progress: Callable[[str], None] | None = None, wait: bool = True) -> int | None:
+    """An open, exclusively locked descriptor of the guest lock (None when busy and not `wait`).
+
+    The descriptor is handed to the guest's QEMU (inherited through vng), so the lock is held for as
+    long as a guest runs, even when the kpemu process that started it is gone.
+    """
+    LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        if not wait:
+            os.close(fd)
+            return None
+        if progress:
+            progress("waiting for another kpemu guest to finish")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def guest_running() -> bool:
+    """Whether some guest holds the lock now."""
+    fd = lock_guest(wait=False)
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
 
 
 def vng_command(kernel: GuestKernel, script: Path, rw_dirs: Sequence[Path], kvm: bool,
@@ -346,84 +373,139 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
-         rw_dirs: Sequence[Path] = (), modules: Sequence[str] = GUEST_MODULES,
-         progress: Callable[[str], None] | None = None, echo: TextIO | None = None,
-         boot_timeout: float | None = None, cwd: Path | None = None) -> GuestRun:
-    """Boot the guest once, run `argv` in it (from `cwd`, default the current directory), return.
+def _watchdog(pgid: int) -> tuple[subprocess.Popen, int]:
+    """A process that kills the guest's process group once this process is gone (however it died).
 
-    `out_dir` (created) is shared read-write and receives guest-console.log (kernel console) and
-    guest-output.log (the command's stdout and stderr, also copied live to `echo`). `rw_dirs` are
-    further host directories the command writes to. The guest gets no network device.
+    It blocks reading a pipe whose only writer is this process: the kernel closes the write end
+    when this process exits, SIGKILL included, and the read returns.
     """
+    r, w = os.pipe()
+    dog = subprocess.Popen(["sh", "-c", f"read _; kill -KILL -- -{pgid} 2>/dev/null"], stdin=r,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    os.close(r)
+    return dog, w
+
+
+def _stop_watchdog(dog: subprocess.Popen, w: int) -> None:
+    dog.kill()
+    dog.wait()
+    os.close(w)
+
+
+@dataclass
+class Started:
+    """A guest that was started: its vng process (leader of its own session) and its files."""
+
+    proc: subprocess.Popen
+    out: Path
+    console: Path
+    output: Path
+    kvm: bool
+    kernel: GuestKernel
+    t0: float
+    wall0: float
+
+
+def start(argv: Sequence[str], out_dir: Path, *, rw_dirs: Sequence[Path] = (),
+          modules: Sequence[str] = GUEST_MODULES, progress: Callable[[str], None] | None = None,
+          cwd: Path | None = None, lock_fd: int) -> Started:
+    """Boot the guest running `argv` (from `cwd`) and return at once; the caller holds `lock_fd`, which
+    the guest inherits. `out_dir` (created, shared read-write) receives guest-console.log and
+    guest-output.log; `rw_dirs` are further directories the guest may write. No network device."""
     qemu, vng = _tools()
     kernel = _require_kernel()
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     cwd = (cwd or Path.cwd()).resolve()
-    boot_timeout = boot_timeout or float(os.environ.get("KPEMU_BOOT_TIMEOUT") or BOOT_TIMEOUT)
     console, output = out / "guest-console.log", out / "guest-output.log"
     script = out / f"{_MARK}.sh"
     rws = [out] + [Path(d).resolve() for d in rw_dirs if Path(d).resolve() != out]
-    with _one_guest_at_a_time(progress):  # also keeps a waiting run from touching out_dir's markers
-        for f in out.glob(f"{_MARK}*"):
-            f.unlink()
-        output.write_text("")
-        kvm = kvm_usable(qemu, kernel.vmlinuz)[0]
-        script.write_text(_script(argv, out, cwd, modules, _guest_env(kvm)))
-        for d in rws:
-            d.mkdir(parents=True, exist_ok=True)
-        cmd = vng_command(kernel, script, rws, kvm, qemu, vng)
-        env = dict(os.environ, PATH=f"{Path(vng).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
-        if progress:
-            progress(f"booting {kernel.version} ({'KVM' if kvm else 'software emulation'})")
-        t0, wall0 = time.monotonic(), time.time()
-        with open(console, "wb") as log:
-            log.write(("$ " + shlex.join(cmd) + "\n").encode())
-            log.flush()
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                                    cwd=cwd, start_new_session=True)
-        booted: float | None = None
-        pos = 0
-        try:
-            while True:
-                done = proc.poll() is not None
-                if booted is None and (out / f"{_MARK}-started").exists():
-                    booted = time.monotonic() - t0
-                    if progress:
-                        progress(f"guest up in {booted:.1f}s; running {shlex.join(argv)}")
-                if echo is not None:
-                    pos = _copy_new(output, pos, echo)
-                if done:
-                    break
-                now = time.monotonic() - t0
-                if not (out / f"{_MARK}-ready").exists() and now > boot_timeout:
-                    _kill(proc)
-                    raise EnvironmentProblem(
-                        f"the guest did not boot within {boot_timeout:.0f}s; console ({console}) ends:\n"
-                        + _tail(console), "check the console log; raise KPEMU_BOOT_TIMEOUT on a slow machine")
-                if now > timeout:
-                    _kill(proc)
-                    raise EnvironmentProblem(f"the guest command did not finish within {timeout:.0f}s",
-                                             f"see {output} and {console}")
-                time.sleep(0.1)
-        except BaseException:
-            if proc.poll() is None:
+    for f in out.glob(f"{_MARK}*"):
+        f.unlink()
+    output.write_text("")
+    kvm = kvm_usable(qemu, kernel.vmlinuz)[0]
+    script.write_text(_script(argv, out, cwd, modules, _guest_env(kvm)))
+    for d in rws:
+        d.mkdir(parents=True, exist_ok=True)
+    cmd = vng_command(kernel, script, rws, kvm, qemu, vng)
+    env = dict(os.environ, PATH=f"{Path(vng).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    if progress:
+        progress(f"booting {kernel.version} ({'KVM' if kvm else 'software emulation'})")
+    t0, wall0 = time.monotonic(), time.time()
+    with open(console, "wb") as log:
+        log.write(("$ " + shlex.join(cmd) + "\n").encode())
+        log.flush()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=cwd,
+                                start_new_session=True, pass_fds=(lock_fd,))
+    return Started(proc, out, console, output, kvm, kernel, t0, wall0)
+
+
+def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
+         rw_dirs: Sequence[Path] = (), modules: Sequence[str] = GUEST_MODULES,
+         progress: Callable[[str], None] | None = None, echo: TextIO | None = None,
+         boot_timeout: float | None = None, cwd: Path | None = None,
+         on_poll: Callable[[], None] | None = None) -> GuestRun:
+    """Boot the guest once, run `argv` in it (from `cwd`, default the current directory), return.
+
+    `out_dir` (created) is shared read-write and receives guest-console.log (kernel console) and
+    guest-output.log (the command's stdout and stderr, also copied live to `echo`). `rw_dirs` are
+    further host directories the command writes to. The guest gets no network device, holds the
+    guest lock while it runs, and is killed with this process (`_watchdog`). `on_poll` is called
+    about ten times a second while the guest runs (to show progress).
+    """
+    boot_timeout = boot_timeout or float(os.environ.get("KPEMU_BOOT_TIMEOUT") or BOOT_TIMEOUT)
+    fd = lock_guest(progress)
+    try:
+        g = start(argv, out_dir, rw_dirs=rw_dirs, modules=modules, progress=progress, cwd=cwd, lock_fd=fd)
+    finally:
+        os.close(fd)  # the guest holds it now (or nobody does)
+    dog, w = _watchdog(g.proc.pid)
+    out, proc = g.out, g.proc
+    booted: float | None = None
+    pos = 0
+    try:
+        while True:
+            done = proc.poll() is not None
+            if booted is None and (out / f"{_MARK}-started").exists():
+                booted = time.monotonic() - g.t0
+                if progress:
+                    progress(f"guest up in {booted:.1f}s; running {shlex.join(argv)}")
+            if echo is not None:
+                pos = _copy_new(g.output, pos, echo)
+            if on_poll is not None:
+                on_poll()
+            if done:
+                break
+            now = time.monotonic() - g.t0
+            if not (out / f"{_MARK}-ready").exists() and now > boot_timeout:
                 _kill(proc)
-            raise
-    total = time.monotonic() - t0
+                raise EnvironmentProblem(
+                    f"the guest did not boot within {boot_timeout:.0f}s; console ({g.console}) ends:\n"
+                    + _tail(g.console), "check the console log; raise KPEMU_BOOT_TIMEOUT on a slow machine")
+            if now > timeout:
+                _kill(proc)
+                raise EnvironmentProblem(f"the guest command did not finish within {timeout:.0f}s",
+                                         f"see {g.output} and {g.console}")
+            time.sleep(0.1)
+    except BaseException:
+        if proc.poll() is None:
+            _kill(proc)
+        raise
+    finally:
+        _stop_watchdog(dog, w)
+    total = time.monotonic() - g.t0
     lacking = out / f"{_MARK}-lacking"
     if lacking.exists():
-        raise EnvironmentProblem(f"guest kernel {kernel.version} lacks module(s){lacking.read_text().rstrip()}",
+        raise EnvironmentProblem(f"guest kernel {g.kernel.version} lacks module(s){lacking.read_text().rstrip()}",
                                  "use another guest kernel: KPEMU_KERNEL_PACKAGE=... kpemu vm setup")
     rc_file, started = out / f"{_MARK}-rc", out / f"{_MARK}-started"
     if booted is None and started.exists():  # the command ended between two polls
-        booted = max(0.0, started.stat().st_mtime - wall0)
+        booted = max(0.0, started.stat().st_mtime - g.wall0)
     if booted is None or not rc_file.exists():
         raise EnvironmentProblem(
             f"the guest stopped (vng exit {proc.returncode}) before the command finished; console ends:\n"
-            + _tail(console), f"see {console}")
-    return GuestRun(int(rc_file.read_text().strip() or 1), booted, total, console, output, kvm)
+            + _tail(g.console), f"see {g.console}")
+    return GuestRun(int(rc_file.read_text().strip() or 1), booted, total, g.console, g.output, g.kvm)
 
 
 def _copy_new(path: Path, pos: int, echo: TextIO) -> int:
@@ -437,20 +519,6 @@ def _copy_new(path: Path, pos: int, echo: TextIO) -> int:
         echo.write(data.decode(errors="replace"))
         echo.flush()
     return pos + len(data)
-
-
-def run_in_guest(argv: list[str], out_dir: Path, timeout: float = 1800.0, **kwargs: object) -> int:
-    """Run `argv` in one guest boot (see `boot()` for the keyword arguments); its exit code."""
-    return boot(argv, out_dir, timeout, **kwargs).rc  # type: ignore[arg-type]
-
-
-def run_pytest_in_guest(paths: Sequence[str], out_dir: Path, timeout: float = 1800.0,
-                        extra: Sequence[str] = (), **kwargs: object) -> GuestRun:
-    """Run pytest on `paths` in one guest boot; a JUnit report is left in out_dir/junit.xml."""
-    out = Path(out_dir).resolve()
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-ra", "-q",
-            f"--junitxml={out / 'junit.xml'}", *extra, *paths]
-    return boot(argv, out, timeout, **kwargs)  # type: ignore[arg-type]
 
 
 def status() -> dict:

@@ -4,8 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(iproute2 iptables ipset ipvsadm tcpdump conntrack ethtool nftables kmod procps
-      python3-venv qemu-system-x86 busybox-static file chromium bpftrace)
+# The package list lives in kpemu/system.py (standard library only), which `kpemu setup` uses too.
+if ! command -v python3 >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >/dev/null
+fi
+mapfile -t DEBS < <(python3 kpemu/system.py)
 missing=()
 for p in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,6 +16,8 @@ done
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # wireshark-common asks whether non-root users may capture: answered no
+  python3 kpemu/system.py debconf | debconf-set-selections
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
@@ -22,7 +27,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, virtme_ng, pytest' 2>/dev/null \
+if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, argcomplete, virtme_ng, pytest' 2>/dev/null \
    || [ pyproject.toml -nt .venv/.kpemu-setup-done ]; then
   echo "setup: installing kpemu (editable) and its Python dependencies into .venv"
   .venv/bin/pip install -q --upgrade pip >/dev/null

@@ -34,6 +34,7 @@ from kpemu.kernel.trace import LOST_EVENTS, FlowMatch
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
+from kpemu.proxy.modes import mode_of
 
 MAX_COUNTER_RULES = 40
 MAX_DROP_EVENTS = 40
@@ -242,6 +243,10 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
     `ipvs_services` is each node's `ipvsadm -Sn` text (rules/<node>.ipvs), for schedulers and decisions;
     `altered`: nodes whose kube-proxy rules a fault changed (the model oracle knows only the generated rules).
     """
+    if mode_of(topo).trace == "nft-monitor":
+        from kpemu.analyse.nftexplain import explain_nft_flow
+
+        return explain_nft_flow(topo, flow, fl, data)
     services = ipvs_services or {}
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
     nodes = [n.name for n in topo.nodes]

@@ -58,6 +58,8 @@ class Hop:
     direction: str  # request | reply
     pkt: Pkt
     changed_by: list[Change] = field(default_factory=list)
+    frame: int | None = None  # its frame number in the run's pcapng (set when that is written)
+    flow_frame: int | None = None  # and in its flow's pcapng
 
     @property
     def point(self) -> str:
@@ -80,6 +82,7 @@ class Hop:
             "outer": p.outer.to_json() if p.outer else None,
             "t_us": round((p.ts_ns - t0) / 1000, 3),
             "changed_by": [c.to_json() for c in self.changed_by],
+            "frame": self.frame, "flow_frame": self.flow_frame,
         }
 
 

@@ -162,7 +162,7 @@ class IpvsModel:
 
 def _is_kube(s: Step) -> bool:
     t = s.target or ""
-    return s.chain.startswith("KUBE-") or t.startswith("KUBE-")
+    return s.table == "kube-proxy" or s.chain.startswith("KUBE-") or t.startswith("KUBE-")
 
 
 # -- matching --------------------------------------------------------------------------------------
@@ -451,11 +451,20 @@ def node_local_addresses(topo, node: str) -> set[str]:
 
 
 def predict_for_topology(topo, node: str, pkt: Packet, rs: RuleSet | None = None) -> Prediction:
-    """`predict` with the rules kpemu generates for `node` (iptables or IPVS mode)."""
+    """`predict` with the rules kpemu generates for `node` (iptables or IPVS mode; nftables mode walks
+    kube-proxy's nft table with kpemu.analyse.nftwalk)."""
+    from kpemu.proxy.modes import mode_of
     from kpemu.proxy.save import ruleset_from_restore
 
     local = node_local_addresses(topo, node)
-    if topo.kubeProxy.mode == "ipvs":
+    walks = mode_of(topo).oracle
+    if walks == "nftables":
+        from kpemu.analyse.nftwalk import predict_nft
+        from kpemu.proxy.nftables import nftables_transaction
+
+        table = nftables_transaction(topo, node).table()
+        return predict_nft(table, pkt, local, node, 1 << topo.kubeProxy.masqueradeBit)
+    if walks == "ipvs":
         from kpemu.proxy.ipvs import ipvs_rules
 
         state = ipvs_rules(topo, node)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from kpemu.model.scenario import ResolvedFlow
-from kpemu.model.topology import Topology
 from kpemu.plan.types import Interface, Plan
+
+if TYPE_CHECKING:  # the capture side of a run imports this module without the model (pydantic)
+    from kpemu.model.scenario import ResolvedFlow
+    from kpemu.model.topology import Topology
 
 # Bridges in the underlay router show what their ports show; captures on the ports suffice.
 SKIPPED_ROLES = {"underlay-bridge", "external-bridge"}

@@ -14,14 +14,39 @@ def _out(ns: str, argv: list[str]) -> str:
     return nsmod.output_in(ns, argv, timeout=scaled(5.0))
 
 
-def save_rules(nodes: dict[str, str], backend: str, ipvs: bool, rules_dir: Path) -> None:
-    """rules/<node>.iptables-save, .ipset and (IPVS mode) .ipvs, as the kernel reports them."""
+RULE_KINDS = {"iptables": "iptables-save", "ipset": "ipset", "ipvs": "ipvs", "nft": "nft"}  # kind -> file suffix
+
+
+def _rules_argv(kind: str, backend: str) -> list[str]:
+    return {"iptables": [SAVE.get(backend, "iptables-save")], "ipset": ["ipset", "save"],
+            "ipvs": ["ipvsadm", "-Sn"], "nft": ["nft", "list", "table", "ip", "kube-proxy"]}[kind]
+
+
+def rules_text(ns: str, kind: str, backend: str) -> str:
+    """What the kernel holds in `ns`: `iptables-save`, `ipset save`, `ipvsadm -Sn` or (nftables mode)
+    `nft list table ip kube-proxy` text."""
+    return _out(ns, _rules_argv(kind, backend))
+
+
+def save_rules(nodes: dict[str, str], backend: str, kinds: list[str], rules_dir: Path) -> None:
+    """rules/<node>.<suffix> for each of `kinds` (RULE_KINDS: iptables-save, ipset, ipvs, nft), as the kernel
+    reports them."""
     rules_dir.mkdir(parents=True, exist_ok=True)
-    for node, ns in nodes.items():
-        (rules_dir / f"{node}.iptables-save").write_text(_out(ns, [SAVE.get(backend, "iptables-save")]))
-        (rules_dir / f"{node}.ipset").write_text(_out(ns, ["ipset", "save"]))
-        if ipvs:
-            (rules_dir / f"{node}.ipvs").write_text(_out(ns, ["ipvsadm", "-Sn"]))
+    files = [(node, ns, kind, RULE_KINDS[kind]) for node, ns in nodes.items() for kind in kinds]
+    texts = nsmod.outputs_in([(ns, _rules_argv(kind, backend)) for _, ns, kind, _ in files], scaled(5.0))
+    for (node, _, _, suffix), text in zip(files, texts, strict=True):
+        (rules_dir / f"{node}.{suffix}").write_text(text)
+
+
+def connection_tables(nat_members: dict[str, str], nodes: dict[str, str], ipvs: bool,
+                      ) -> tuple[dict[str, str], dict[str, str]]:
+    """`conntrack -L` of every NAT member and (IPVS mode) `ipvsadm -Lnc` of every node, in parallel."""
+    cmds = [(ns, ["conntrack", "-L"]) for ns in nat_members.values()]
+    if ipvs:
+        cmds += [(ns, ["ipvsadm", "-Lnc"]) for ns in nodes.values()]
+    texts = nsmod.outputs_in(cmds, scaled(5.0))
+    conntrack = dict(zip(nat_members, texts, strict=False))
+    return conntrack, dict(zip(nodes, texts[len(nat_members):], strict=False)) if ipvs else {}
 
 
 def conntrack_text(ns: str) -> str:

@@ -73,18 +73,23 @@ def stop_captures(caps: list[Capture]) -> None:
 
 
 def render_text(caps: list[Capture], text_dir: Path) -> dict[str, Path]:
-    """`tcpdump -nn -r` every pcap into text_dir/<netns>_<iface>.txt (in parallel)."""
+    """`tcpdump -nn -r` every capture's pcap into text_dir/<netns>_<iface>.txt (in parallel)."""
+    return render_pcaps([c.pcap for c in caps], text_dir)
+
+
+def render_pcaps(pcaps: list[Path], text_dir: Path) -> dict[str, Path]:
+    """`tcpdump -nn -r` every pcap into text_dir/<stem>.txt (in parallel); stem -> text file."""
     text_dir.mkdir(parents=True, exist_ok=True)
     procs = []
     out: dict[str, Path] = {}
-    for c in caps:
-        if not c.pcap.exists():
+    for pcap in pcaps:
+        if not pcap.exists():
             continue
-        txt = text_dir / f"{capture_file_stem(c.iface)}.txt"
+        txt = text_dir / f"{pcap.stem}.txt"
         fh = txt.open("w")
-        procs.append((subprocess.Popen(["tcpdump", "-nn", "-r", str(c.pcap)], stdout=fh,
+        procs.append((subprocess.Popen(["tcpdump", "-nn", "-r", str(pcap)], stdout=fh,
                                        stderr=subprocess.DEVNULL), fh))
-        out[capture_file_stem(c.iface)] = txt
+        out[pcap.stem] = txt
     for p, fh in procs:
         try:
             p.wait(timeout=10)

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """The kpemu command line: the only package that parses arguments or prints for humans.
 
 Each module registers its subcommands (`register(sub)`); `COMMANDS` lists them in help order.
@@ -7,22 +8,46 @@ Exit codes: 0 ok, 1 an expectation failed, 2 bad input, 3 the environment cannot
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
-from kpemu.cli import labcmds, offline, runcmd, vmcmds
-from kpemu.cli.base import Parser
+from kpemu import __version__
+from kpemu.cli import clustercmds, labcmds, offline, runcmd, runscmd, setupcmd, vmcmds
+from kpemu.cli.base import Parser, add_command
 from kpemu.errors import InputError, KpemuError
 
-COMMANDS = (offline, labcmds, vmcmds, runcmd)
+COMMANDS = (offline, clustercmds, labcmds, vmcmds, runcmd, runscmd, setupcmd)
+EPILOG = """examples:
+  kpemu examples                                   the shipped topologies and scenarios
+  kpemu validate example:nodeport-ipvs             check a file (or every file given)
+  sudo kpemu run example:nodeport-iptables         real TCP through a NodePort, every hop captured
+  kpemu runs                                       past runs; kpemu runs open NAME prints a report
+  sudo kpemu exec LAB MEMBER -- CMD                a command in a lab member (everything after -- is its own)
+
+Commands that report something take -o json|yaml|table. Shell completion: eval "$(kpemu completion bash)".
+"""
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    import argcomplete
+
+    print(argcomplete.shellcode(["kpemu"], shell=args.shell), end="")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole `kpemu` parser, every module's subcommands included."""
-    p = Parser(prog="kpemu", description="Emulated Kubernetes Service data path.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    p = Parser(prog="kpemu", description="Emulated Kubernetes Service data path.", epilog=EPILOG,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"kpemu {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub)
+    s = add_command(sub, "completion", "print the shell completion script (argcomplete)",
+                    ['eval "$(kpemu completion bash)"', "kpemu completion zsh > ~/.zfunc/_kpemu"])
+    s.add_argument("shell", nargs="?", default="bash", choices=["bash", "zsh", "fish", "tcsh", "powershell"])
+    s.set_defaults(func=cmd_completion)
     return p
 
 
@@ -36,11 +61,24 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv[:i], argv[i + 1:]
 
 
+def _complete(parser: argparse.ArgumentParser) -> None:
+    """Answer the shell's completion request, when this run is one (argcomplete sets _ARGCOMPLETE)."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    try:
+        import argcomplete
+    except ImportError:
+        return
+    argcomplete.autocomplete(parser)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `kpemu` console script."""
     try:
         own, command = split_command(sys.argv[1:] if argv is None else argv)
-        args = build_parser().parse_args(own)
+        parser = build_parser()
+        _complete(parser)
+        args = parser.parse_args(own)
         if command and not getattr(args, "takes_command", None):
             raise InputError(f"kpemu {args.command}: takes no command after --")
         args.cmd = command
@@ -51,3 +89,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kpemu: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `kpemu runs -o json | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,15 +1,22 @@
-"""What every subcommand module shares: the argument parser class and the console for humans."""
+"""What every subcommand module shares: the parser class, adding a subcommand with its examples,
+the `-o json|yaml|table` output choice, the console for humans and progress lines."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from kpemu.errors import InputError
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+OUTPUTS = ("table", "json", "yaml")
 
 
 def human_console(stderr: bool = False) -> Console:
@@ -25,3 +32,50 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise InputError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, help: str, examples: Sequence[str],
+                description: str | None = None) -> argparse.ArgumentParser:
+    """A subcommand whose --help ends with examples (each a whole command line)."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    return sub.add_parser(name, help=help, description=description or help, epilog=epilog,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_output(p: argparse.ArgumentParser) -> None:
+    """`-o json|yaml|table` (default table), and the older `--json` as its alias."""
+    p.add_argument("-o", "--output", choices=OUTPUTS, default="table",
+                   help="how to print the result: a table or text for people (default), json or yaml for scripts")
+    p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
+
+
+def emit(args: argparse.Namespace, data: Any, table: Callable[[Any], str | None]) -> None:
+    """Print `data` as args.output asks; `table` renders it for people (and may print itself, returning None)."""
+    if args.output == "json":
+        print(json.dumps(data, indent=2, default=str))
+    elif args.output == "yaml":
+        import yaml
+
+        print(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False), end="")
+    else:
+        text = table(data)
+        if text is not None:
+            print(text, end="" if text.endswith("\n") else "\n")
+
+
+@contextmanager
+def progress(console: Console) -> Iterator[Callable[[str], None]]:
+    """A callback that shows the current phase: a spinner with the elapsed time on a terminal,
+    plain timestamped lines otherwise (CI logs, pipes)."""
+    start = time.monotonic()
+    if not console.is_terminal:
+        def line(msg: str) -> None:
+            console.print(f"[{time.monotonic() - start:6.1f}s] {msg}", markup=False, highlight=False)
+
+        yield line
+        return
+    with console.status("starting") as status:
+        def update(msg: str) -> None:
+            status.update(f"{msg} [dim]({time.monotonic() - start:.1f}s)[/]")
+
+        yield update

@@ -1,55 +1,140 @@
-"""`validate`, `rules`, `graph`: commands on files that need no root."""
+"""`validate`, `rules`, `graph`, `schema`, `examples`: commands on files that need no root."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import sys
+from typing import TYPE_CHECKING, Any
+
+from kpemu.cli.base import add_command, add_output, emit
+from kpemu.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from kpemu.model.topology import Topology
+
+
+def _check_file(ref: str) -> dict[str, Any]:
+    """One file's validation result: {file, kind, ok, problems}."""
+    from kpemu.examples import resolve
+    from kpemu.model.scenario import Scenario, load_file
+
+    try:
+        kind = "scenario" if isinstance(load_file(resolve(ref)), Scenario) else "topology"
+        return {"file": ref, "kind": kind, "ok": True, "problems": []}
+    except InputError as e:
+        return {"file": ref, "kind": None, "ok": False,
+                "problems": [{"file": p.file, "field": p.path, "message": p.message} for p in e.problems]}
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from kpemu.model import load_topology
-    from kpemu.model.scenario import is_scenario_file, load_scenario
+    results = [_check_file(f) for f in args.files]
 
-    for f in args.files:
-        if is_scenario_file(Path(f)):
-            load_scenario(f)
-        else:
-            load_topology(f)
-        print(f"{f}: ok")
-    return 0
+    def table(rs: list[dict[str, Any]]) -> str:
+        """Valid files on stdout; every problem on stderr, one line each (file: field: what was expected)."""
+        for r in rs:
+            if r["ok"]:
+                print(f"{r['file']}: ok ({r['kind']})")
+            for p in r["problems"]:
+                print(Problem(p["file"], p["field"], p["message"]), file=sys.stderr)
+        return f"{sum(r['ok'] for r in rs)} of {len(rs)} file(s) valid"
+
+    emit(args, results, table)
+    return 2 if any(not r["ok"] for r in results) else 0
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
+    from kpemu.examples import resolve
     from kpemu.model import load_topology
-    from kpemu.proxy.render import render_rules
+    from kpemu.proxy.render import FORMATS, render_rules
 
-    topo = load_topology(args.file)
-    print(render_rules(topo, args.node, args.format), end="")
+    topo = load_topology(resolve(args.file))
+    if args.output == "table":
+        print(render_rules(topo, args.node, args.format), end="")
+        _deprecation_notice(topo)
+        return 0
+    names = FORMATS[:-1] if args.format == "all" else (args.format,)
+    emit(args, {"topology": topo.name, "node": args.node, "mode": topo.kubeProxy.mode,
+                **{n: render_rules(topo, args.node, n) for n in names}}, lambda d: None)
     return 0
 
 
+def _deprecation_notice(topo: Topology) -> None:
+    """What kube-proxy itself logs at startup for a deprecated mode (on stderr, not in the rules)."""
+    from kpemu.proxy.versions import IPVS_DEPRECATION, flavour_for
+
+    if topo.kubeProxy.mode == "ipvs" and flavour_for(topo.kubeProxy).ipvs_deprecated:
+        print(f"kube-proxy {topo.kubeProxy.version} logs at startup: {IPVS_DEPRECATION}", file=sys.stderr)
+
+
 def cmd_graph(args: argparse.Namespace) -> int:
+    from kpemu.examples import resolve
     from kpemu.model import load_topology
     from kpemu.report.graph import render_graph
 
-    print(render_graph(load_topology(args.file), args.format), end="")
+    topo = load_topology(resolve(args.file))
+    text = render_graph(topo, args.format)
+    emit(args, {"topology": topo.name, "format": args.format, "graph": text}, lambda d: d["graph"])
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from kpemu.model.schema import schema
+
+    emit(args, schema(args.kind), lambda d: __import__("json").dumps(d, indent=2))
+    return 0
+
+
+def cmd_examples(args: argparse.Namespace) -> int:
+    from kpemu.examples import examples
+
+    rows = [{"name": e.name, "kind": e.kind, "ref": f"example:{e.name}", "summary": e.summary, "path": str(e.path)}
+            for e in examples()]
+
+    def table(rs: list[dict[str, Any]]) -> str:
+        width = max((len(r["ref"]) for r in rs), default=10)
+        return "\n".join(f"{r['ref']:<{width}}  {r['kind']:<8}  {r['summary']}".rstrip() for r in rs)
+
+    emit(args, rows, table)
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    s = sub.add_parser("validate", help="check a topology or scenario file")
-    s.add_argument("files", nargs="+")
+    s = add_command(sub, "validate", "check topology and scenario files (every file, every problem)",
+                    ["kpemu validate scenarios/*.yaml topologies/*.yaml",
+                     "kpemu validate example:nodeport-ipvs -o json"])
+    s.add_argument("files", nargs="+", metavar="FILE", help="a YAML file, or example:NAME (see kpemu examples)")
+    add_output(s)
     s.set_defaults(func=cmd_validate)
 
-    s = sub.add_parser("rules", help="the exact state kube-proxy would program on a node")
-    s.add_argument("file")
+    s = add_command(sub, "rules", "the exact state kube-proxy would program on a node",
+                    ["kpemu rules topologies/seed-001.yaml --node minikube --format iptables-save",
+                     "kpemu rules example:calico-ipip --node node1 --format ipvs -o json"])
+    s.add_argument("file", metavar="TOPOLOGY")
     s.add_argument("--node", required=True)
-    s.add_argument("--format", default="all",
-                   choices=["iptables-restore", "iptables-save", "ipset", "ipvs", "all"])
+    from kpemu.proxy.render import FORMATS
+
+    s.add_argument("--format", default="all", choices=FORMATS)
+    add_output(s)
     s.set_defaults(func=cmd_rules)
 
-    s = sub.add_parser("graph", help="the topology as a picture (Mermaid, Graphviz dot or HTML)")
-    s.add_argument("file")
+    s = add_command(sub, "graph", "the topology as a picture (Mermaid, Graphviz dot or HTML)",
+                    ["kpemu graph topologies/flannel-vxlan.yaml --format dot | dot -Tsvg > lab.svg",
+                     "kpemu graph example:calico-ipip --format html > lab.html"])
+    s.add_argument("file", metavar="TOPOLOGY")
     s.add_argument("--format", default="mermaid", choices=["mermaid", "dot", "html"])
+    add_output(s)
     s.set_defaults(func=cmd_graph)
+
+    s = add_command(sub, "schema", "the JSON schema of topology or scenario files (for editors)",
+                    ["kpemu schema scenario > scenario.schema.json",
+                     "kpemu schema topology -o yaml"])
+    s.add_argument("kind", choices=["topology", "scenario"])
+    add_output(s)
+    s.set_defaults(func=cmd_schema)
+
+    s = add_command(sub, "examples", "the example topologies and scenarios shipped with kpemu",
+                    ["kpemu examples", "kpemu validate example:nodeport-ipvs",
+                     "sudo kpemu run example:nodeport-iptables --out runs/np"])
+    add_output(s)
+    s.set_defaults(func=cmd_examples)

@@ -3,45 +3,74 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from kpemu.cli.base import Parser, human_console
+from kpemu.cli.base import Parser, add_command, add_output, emit, human_console
 from kpemu.errors import InputError
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from rich.table import Table
+def feature_status(f: object) -> str:
+    """ok, missing, or not probed (a feature the probe could not try, e.g. kernel features without root)."""
+    return "ok" if f.ok else ("not probed" if f.how == "not probed" else "missing")
 
-    from kpemu.kernel.probe import CNIS, PROXY_MODES, can_run, probe
+
+def doctor_data(caps: object) -> dict:
+    """What `doctor` reports: every feature ok / missing / not probed, and per CNI x mode where it runs."""
+    from kpemu.kernel.probe import CNIS, PROXY_MODES, can_run
+
+    runs = {}
+    for c in CNIS:
+        for m in PROXY_MODES:
+            ok, missing = can_run(caps, c, m)
+            unprobed = [n for n in missing if n in caps.features and feature_status(caps.features[n]) == "not probed"]
+            lacks = [n for n in missing if n not in unprobed]
+            runtime = "host" if ok else ("unknown" if unprobed and not lacks else "vm")
+            runs[f"{c}/{m}"] = {"host": ok, "runtime": runtime, "missing": lacks, "not_probed": unprobed}
+    data = caps.to_json()
+    for name, f in data["features"].items():
+        f["status"] = feature_status(caps.features[name])
+    data["runs"] = runs
+    data["vm_ready"] = caps.has("tool:qemu-system-x86_64") and caps.has("tool:vng")
+    return data
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from kpemu.kernel.probe import probe
 
     caps = probe()
-    combos = {f"{c}/{m}": can_run(caps, c, m) for c in CNIS for m in PROXY_MODES}
-    vm_ready = caps.has("tool:qemu-system-x86_64") and caps.has("tool:vng")
-    if args.json:
-        data = caps.to_json()
-        data["runs"] = {k: {"host": ok, "missing": missing, "runtime": "host" if ok else "vm"}
-                        for k, (ok, missing) in combos.items()}
-        print(json.dumps(data, indent=2))
-        return 0
+    emit(args, doctor_data(caps), lambda d: _doctor_table(caps, d))
+    return 0
+
+
+def _doctor_table(caps: object, data: dict) -> None:
+    from rich.table import Table
+
     con = human_console()
     t = Table(title=f"kpemu doctor: kernel {caps.kernel} (probed in {caps.seconds:.2f}s)")
     for col in ("feature", "status", "how probed", "detail"):
         t.add_column(col, overflow="fold")
-    for f in caps.features.values():
-        t.add_row(f.name, "[green]ok[/]" if f.ok else "[red]missing[/]", f.how, f.detail)
+    colour = {"ok": "green", "missing": "red", "not probed": "yellow"}
+    for name, f in data["features"].items():
+        t.add_row(name, f"[{colour[f['status']]}]{f['status']}[/]", f["how"], f["detail"])
     con.print(t)
     r = Table(title="what can run where")
     for col in ("cni / kube-proxy mode", "runtime", "why"):
         r.add_column(col, overflow="fold")
-    for k, (ok, missing) in combos.items():
-        where = "host" if ok else ("vm" if vm_ready else "[red]vm (not installed)[/]")
-        r.add_row(k, where, "this kernel has everything" if ok else "host lacks " + ", ".join(missing))
+    for k, run in data["runs"].items():
+        if run["host"]:
+            where, why = "host", "this kernel has everything"
+        elif run["runtime"] == "unknown":
+            where, why = "[yellow]unknown[/]", "not probed: " + ", ".join(run["not_probed"]) + " (run as root)"
+        else:
+            where = "vm" if data["vm_ready"] else "[red]vm (not installed)[/]"
+            why = "host lacks " + ", ".join(run["missing"])
+            if run["not_probed"]:
+                why += "; not probed: " + ", ".join(run["not_probed"])
+        r.add_row(k, where, why)
     con.print(r)
     if not caps.root:
-        con.print("[yellow]not root: kernel features were not probed (run as root)[/]")
-    return 0
+        con.print("[yellow]not root: kernel features were not probed (run as root to probe them)[/]")
 
 
 def _print_kernel(k: object) -> None:
@@ -65,13 +94,40 @@ def cmd_vm_setup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_vm_up(args: argparse.Namespace) -> int:
+    from kpemu import guest
+
+    con = human_console()
+    st = guest.up(lambda m: con.print(f"vm: {m}"), idle=args.idle)
+    print(f"warm guest up: pid {st['pid']}, kernel {st['kernel']}, stops after {st['idle']:g}s idle "
+          f"(kpemu vm down stops it now)")
+    return 0
+
+
+def cmd_vm_down(args: argparse.Namespace) -> int:
+    from kpemu import guest
+
+    print("warm guest stopped" if guest.down() else "no warm guest was up")
+    return 0
+
+
 def cmd_vm_status(args: argparse.Namespace) -> int:
-    from kpemu import vm
+    from kpemu import guest, vm
 
     st = vm.status()
-    if args.json:
-        print(json.dumps(st, indent=2))
-        return 0
+    st["warm"] = guest.warm_status()
+    emit(args, st, _status_text)
+    return 0
+
+
+def _status_text(st: dict) -> None:
+    w = st["warm"]
+    if w:
+        beat = "never" if w["heartbeat_age"] is None else f"{w['heartbeat_age']:.1f}s ago"
+        print(f"warm:   up {w['uptime']:.0f}s, pid {w['pid']}, kernel {w['kernel']}, idle limit {w['idle']:g}s, "
+              f"agent heartbeat {beat}")
+    else:
+        print("warm:   no warm guest (kpemu vm up starts one)")
     k = st["kernel"]
     print(f"cache:  {st['cache']}")
     if k:
@@ -83,7 +139,6 @@ def cmd_vm_status(args: argparse.Namespace) -> int:
             print(f"  skipped {c['vmlinuz']}: lacks {', '.join(c['lacks'])}")
     print(f"qemu:   {st['qemu'] or 'missing'}\nvng:    {st['vng'] or 'missing'}")
     print(f"accel:  {'KVM' if st['kvm'] else 'software emulation (TCG)'} ({st['kvm_detail']})")
-    return 0
 
 
 def cmd_vm_exec(args: argparse.Namespace) -> int:
@@ -104,19 +159,30 @@ def cmd_vm_exec(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    s = sub.add_parser("doctor", help="kernel and tool capabilities; what can run on the host, what needs the vm")
-    s.add_argument("--json", action="store_true")
+    s = add_command(sub, "doctor", "kernel and tool capabilities; what can run on the host, what needs the vm",
+                    ["sudo kpemu doctor", "sudo kpemu doctor -o json | jq .runs"])
+    add_output(s)
     s.set_defaults(func=cmd_doctor)
 
-    s = sub.add_parser("vm", help="the guest-kernel runtime (virtme-ng)")
+    s = add_command(sub, "vm", "the guest-kernel runtime (virtme-ng)",
+                    ["kpemu vm setup --if-needed", "kpemu vm status -o json", "sudo kpemu vm exec -- uname -r"])
     vsub = s.add_subparsers(dest="vm_command", required=True, parser_class=Parser)
-    v = vsub.add_parser("setup", help="provide a guest kernel (download Debian's into the cache)")
+    v = add_command(vsub, "setup", "provide a guest kernel (download Debian's into the cache)",
+                    ["kpemu vm setup", "kpemu vm setup --if-needed"])
     v.add_argument("--if-needed", action="store_true", help="do nothing when this kernel has everything")
     v.set_defaults(func=cmd_vm_setup)
-    v = vsub.add_parser("status", help="which guest kernel would be used, QEMU, KVM")
-    v.add_argument("--json", action="store_true")
+    v = add_command(vsub, "status", "which guest kernel would be used, QEMU, KVM",
+                    ["kpemu vm status", "kpemu vm status -o json | jq .kvm"])
+    add_output(v)
     v.set_defaults(func=cmd_vm_status)
-    v = vsub.add_parser("exec", help="boot the guest once and run a command in it")
+    v = add_command(vsub, "up", "boot a warm guest that run/deploy/exec/inspect/destroy then use",
+                    ["sudo kpemu vm up", "sudo kpemu vm up --idle 600"])
+    v.add_argument("--idle", type=float, default=1800.0, help="stop after this many seconds without a request")
+    v.set_defaults(func=cmd_vm_up)
+    v = add_command(vsub, "down", "stop the warm guest", ["sudo kpemu vm down"])
+    v.set_defaults(func=cmd_vm_down)
+    v = add_command(vsub, "exec", "boot the guest once and run a command in it: kpemu vm exec -- CMD",
+                    ["sudo kpemu vm exec -- uname -r", "sudo kpemu vm exec --timeout 600 -- ipvsadm -Ln"])
     v.add_argument("--out", default="runs/vm-exec", help="shared directory for the console and output logs")
     v.add_argument("--timeout", type=float, default=1800.0)
     v.set_defaults(func=cmd_vm_exec, takes_command="-- CMD to run in the guest")

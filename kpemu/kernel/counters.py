@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kpemu.kernel.netns import output_in
+from kpemu.kernel.netns import outputs_in
 from kpemu.pace import scaled
 
 SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
@@ -20,15 +20,13 @@ class CounterSnapshot:
     ipvs_stats: dict[str, str] = field(default_factory=dict)
 
 
-def _out(ns: str, argv: list[str]) -> str:
-    return output_in(ns, argv, timeout=scaled(10.0))
-
-
 def snapshot(nodes: dict[str, str], backend: str = "nft", ipvs: bool = False) -> CounterSnapshot:
     """Read every node's counters once."""
-    snap = CounterSnapshot()
-    for node, ns in nodes.items():
-        snap.iptables[node] = _out(ns, [SAVE.get(backend, "iptables-save"), "-c"])
-        if ipvs:
-            snap.ipvs_stats[node] = _out(ns, ["ipvsadm", "-Ln", "--stats"])
+    cmds = [(ns, [SAVE.get(backend, "iptables-save"), "-c"]) for ns in nodes.values()]
+    if ipvs:
+        cmds += [(ns, ["ipvsadm", "-Ln", "--stats"]) for ns in nodes.values()]
+    texts = outputs_in(cmds, timeout=scaled(10.0))
+    snap = CounterSnapshot(iptables=dict(zip(nodes, texts, strict=False)))
+    if ipvs:
+        snap.ipvs_stats = dict(zip(nodes, texts[len(nodes):], strict=False))
     return snap

@@ -22,8 +22,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kpemu.kernel import netns as nsmod
+from kpemu.kernel.owner import PROBE_OWNER, mark
+from kpemu.proxy.modes import MODES
+from kpemu.statedir import PROBE_DIR
+
 CNIS = ("flannel-vxlan", "calico-ipip")
-PROXY_MODES = ("iptables", "ipvs")
+PROXY_MODES = tuple(MODES)
 PROBE_PREFIX = "kp-probe-"
 KVM_CACHE_DIR = Path("/run/kpemu")
 
@@ -41,6 +46,23 @@ MATCHES: dict[str, list[str]] = {
     "physdev": ["-m", "physdev", "--physdev-is-in"],
 }
 
+# The nftables expressions kube-proxy's nftables mode uses, in one transaction (feature "nftables").
+NFT_PROBE = """add table ip kp-probe
+add map ip kp-probe m { type ipv4_addr . inet_proto . inet_service : verdict ; }
+add set ip kp-probe a { type ipv4_addr ; flags dynamic,timeout ; timeout 10800s ; }
+add chain ip kp-probe e
+add rule ip kp-probe e update @a { ip saddr }
+add rule ip kp-probe e meta l4proto tcp dnat to 10.0.0.1:80
+add chain ip kp-probe pre { type nat hook prerouting priority -100 ; }
+add rule ip kp-probe pre ip daddr . meta l4proto . th dport vmap @m
+add rule ip kp-probe pre fib daddr type local numgen random mod 1 vmap { 0 : goto e }
+add chain ip kp-probe post { type nat hook postrouting priority 100 ; }
+add rule ip kp-probe post mark and 0x4000 == 0 return
+add rule ip kp-probe post masquerade fully-random
+add chain ip kp-probe in { type filter hook input priority 0 ; }
+add rule ip kp-probe in ct state new reject
+"""
+
 # Features every lab needs, then per CNI and per proxy mode.
 _BASE = ["veth", "bridge", "iptables", "conntrack", "match:comment", "match:addrtype",
          "tool:ip", "tool:iptables", "tool:tcpdump", "tool:conntrack"]
@@ -48,11 +70,7 @@ _CNI = {
     "flannel-vxlan": ["vxlan", "br_netfilter"],
     "calico-ipip": ["ipip", "ipset:hash:ip"],
 }
-_MODE = {
-    "iptables": ["match:statistic"],
-    "ipvs": ["ip_vs", "dummy", "ipset:hash:ip,port", "ipset:hash:ip,port,ip", "ipset:hash:ip,port,net",
-             "ipset:bitmap:port", "match:set", "tool:ipset", "tool:ipvsadm"],
-}
+_MODE = {name: list(m.features) for name, m in MODES.items()}  # from the proxy-mode registry
 # What a guest kernel must provide for every CNI x mode (the modules behind the kernel features).
 GUEST_FEATURES = ("ip_vs", "ipip", "dummy")
 
@@ -113,12 +131,12 @@ def can_run(caps: Capabilities, cni: str, mode: str) -> tuple[bool, list[str]]:
 # ---------------------------------------------------------------- probing
 
 
-def _run(argv: list[str], ns: str | None = None, timeout: float = 5.0) -> tuple[bool, str]:
-    """Run argv (inside netns `ns` when given); (ok, last line of output when it failed)."""
+def _run(argv: list[str], ns: str | None = None, timeout: float = 5.0, stdin: str | None = None) -> tuple[bool, str]:
+    """Run argv (inside netns `ns` when given, `stdin` as its input); (ok, last line of output when it failed)."""
     if ns is not None:
         argv = ["nsenter", f"--net=/run/netns/{ns}", "--", *argv]
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, input=stdin)
     except (OSError, subprocess.TimeoutExpired) as e:
         return False, str(e)
     if r.returncode == 0:
@@ -278,9 +296,15 @@ class _Prober:
         for m, args in MATCHES.items():
             ok, err = _run(["iptables", "-w", "-A", "KP-PROBE-D", *args, "-j", "RETURN"], self.ns)
             self.add(f"match:{m}", ok, f"iptables -m {m}", err)
+        self.nfacct()
         ok, err = _run(["iptables", "-w", "-t", "raw", "-A", "PREROUTING", "-p", "tcp",
                         "--dport", "9", "-j", "TRACE"], self.ns)
         self.add("TRACE", ok, "iptables -t raw -j TRACE", err)
+        if shutil.which("nft"):
+            ok, err = _run(["nft", "-f", "-"], self.ns, stdin=NFT_PROBE)
+        else:
+            ok, err = False, "nft not found (Debian package nftables)"
+        self.add("nftables", ok, "nft -f of a kube-proxy-like table (vmap, numgen, fib, dnat, masquerade)", err)
         if shutil.which("conntrack"):
             ok, err = _run(["conntrack", "-L"], self.ns)
         else:
@@ -289,6 +313,18 @@ class _Prober:
         ok, err = _run(["cat", "/proc/sys/net/bridge/bridge-nf-call-iptables"], self.ns)
         self.add("br_netfilter", ok, "/proc/sys/net/bridge/bridge-nf-call-iptables in the netns",
                  "br_netfilter not loaded" if not ok else "")
+
+    def nfacct(self) -> None:
+        """kube-proxy's nfacct counters (iptables mode 1.30+): nfnetlink_acct creates them, xt_nfacct
+        matches them; a kernel with the first and not the second fails kube-proxy's iptables-restore."""
+        if shutil.which("nfacct"):
+            ok, err = _run(["nfacct", "add", "kp-probe"], self.ns)
+        else:
+            ok, err = False, "nfacct tool not found"
+        self.add("nfacct", ok, "nfacct add (nfnetlink_acct)", err)
+        ok, err = (_run(["iptables", "-w", "-A", "KP-PROBE-D", "-m", "nfacct", "--nfacct-name", "kp-probe",
+                         "-j", "RETURN"], self.ns) if ok else (False, "no nfacct counter to match"))
+        self.add("match:nfacct", ok, "iptables -m nfacct (xt_nfacct)", err)
 
 
 def probe(kvm: bool = True) -> Capabilities:
@@ -312,11 +348,13 @@ def probe(kvm: bool = True) -> Capabilities:
         caps.seconds = time.monotonic() - t0
         return caps
 
-    from pyroute2 import netns as pr_netns
-
     ns = f"{PROBE_PREFIX}{os.getpid()}-{secrets.token_hex(2)}"
-    pr_netns.create(ns)
+    record = PROBE_DIR / ns  # recorded before it exists, so `destroy --all` finds it after any kill
+    PROBE_DIR.mkdir(parents=True, exist_ok=True)
+    record.write_text(f"{os.getpid()}\n")
     try:
+        nsmod.create_netns(ns)
+        mark(ns, PROBE_OWNER)
         p = _Prober(ns)
         p.links()
         p.ipvs()
@@ -324,7 +362,8 @@ def probe(kvm: bool = True) -> Capabilities:
         p.netfilter()
         caps.features.update(p.found)
     finally:
-        _delete_netns(ns)
+        nsmod.delete_netns(ns)
+        record.unlink(missing_ok=True)
     caps.seconds = time.monotonic() - t0
     return caps
 
@@ -333,12 +372,5 @@ def _kernel_feature_names() -> list[str]:
     names = ["veth", "bridge", "vxlan", "dummy", "ipip", "ip_vs"]
     names += [f"ipset:{t}" for t in IPSET_TYPES]
     names += ["iptables-nft", "iptables-legacy", "iptables", "random-fully"]
-    names += [f"match:{m}" for m in MATCHES] + ["TRACE", "conntrack", "br_netfilter"]
+    names += [f"match:{m}" for m in MATCHES] + ["TRACE", "nftables", "conntrack", "br_netfilter"]
     return names
-
-
-def _delete_netns(ns: str) -> None:
-    from pyroute2 import netns as pr_netns
-
-    if Path("/run/netns", ns).exists():
-        pr_netns.remove(ns)

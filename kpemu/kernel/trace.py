@@ -24,6 +24,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,8 @@ RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
 NETLINK_NETFILTER = 12
 NFNLGRP_NFTRACE_BIT = 1 << (9 - 1)  # groups bitmask in /proc/net/netlink
 CONFIRM_TIMEOUT = 3.0
-DRAIN_SECONDS = 0.15
+DRAIN_SECONDS = 0.15  # no new trace line for this long (scaled) and the monitors have caught up
+DRAIN_LIMIT = 3.0  # seconds (scaled) to wait for that at most
 LOST_EVENTS = "No buffer space available"  # xtables-monitor's last words when its socket overflowed
 
 
@@ -82,48 +84,6 @@ def trace_restore_text(m: FlowMatch, op: str = "-A") -> str:
     return "\n".join([*lines, "COMMIT"]) + "\n"
 
 
-@dataclass
-class TraceSession:
-    """Monitors running in node namespaces for one flow; `stop()` returns their output."""
-
-    match: FlowMatch
-    backend: str
-    nodes: dict[str, str]  # node -> netns
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
-    files: dict[str, Path] = field(default_factory=dict)
-    installed: list[str] = field(default_factory=list)
-    unavailable: str | None = None
-    output: dict[str, str] = field(default_factory=dict)
-
-    def stop(self) -> dict[str, str]:
-        """Let the last events arrive, stop the monitors, remove the rules; node -> trace text."""
-        if self.procs:
-            time.sleep(DRAIN_SECONDS)
-        for node, proc in self.procs.items():
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=2)
-            path = self.files[node]
-            self.output[node] = path.read_text(errors="replace") if path.exists() else ""
-            path.unlink(missing_ok=True)
-        self.procs.clear()
-        text = trace_restore_text(self.match, "-D")
-        for node in list(self.installed):
-            run_in(self.nodes[node], [RESTORE[self.backend], "--noflush", "--wait"], input=text)
-            self.installed.remove(node)
-        return dict(self.output)
-
-    def __enter__(self) -> TraceSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
 def _monitor_socket_ready(pid: int) -> bool:
     """Whether process `pid` holds a NETLINK_NETFILTER socket subscribed to NFNLGRP_NFTRACE."""
     try:
@@ -143,9 +103,121 @@ def _monitor_socket_ready(pid: int) -> bool:
     return False
 
 
-def start_tracing(nodes: dict[str, str], match: FlowMatch, backend: str = "nft") -> TraceSession:
-    """Install the flow's TRACE rules and start a confirmed monitor in every node namespace."""
-    session = TraceSession(match, backend, dict(nodes))
+@dataclass
+class Monitors:
+    """One trace monitor per node namespace, each writing into a file of the lab's scratch directory."""
+
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def start(self, nodes: dict[str, str], argv: list[str], workdir: Path, what: str) -> None:
+        """Start `argv` (line-buffered) in every namespace; ApplyError unless each is subscribed to the
+        trace group within the (scaled) confirm timeout."""
+        stdbuf = shutil.which("stdbuf")
+        if stdbuf:  # the monitors write through stdio: line-buffer them so nothing is lost at SIGTERM
+            argv = [stdbuf, "-oL", *argv]
+        workdir.mkdir(parents=True, exist_ok=True)
+        for node, ns in nodes.items():
+            fd, name = tempfile.mkstemp(prefix=f"trace-{node}-", suffix=".txt", dir=workdir)
+            self.files[node] = Path(name)
+            with os.fdopen(fd, "w") as out:
+                self.procs[node] = popen_in(ns, argv, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + scaled(CONFIRM_TIMEOUT)
+        waiting = set(self.procs)
+        while waiting and time.monotonic() < deadline:
+            waiting = {n for n in waiting if not _monitor_socket_ready(self.procs[n].pid)}
+            if any(self.procs[n].poll() is not None for n in waiting):
+                break
+            if waiting:
+                time.sleep(0.01)
+        if waiting:
+            raise ApplyError(f"{what} did not start listening in {', '.join(sorted(waiting))} "
+                             f"within {scaled(CONFIRM_TIMEOUT)}s")
+
+    def stop(self) -> dict[str, str]:
+        """Let the last events arrive, stop the monitors, remove their files; node -> what each printed."""
+        if self.procs:
+            self._drain()
+        out = {}
+        for node, proc in self.procs.items():
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=2)
+            path = self.files[node]
+            out[node] = path.read_text(errors="replace") if path.exists() else ""
+            path.unlink(missing_ok=True)
+        self.procs.clear()
+        return out
+
+    def _drain(self) -> None:
+        """Wait until the output stops growing: under emulation the monitors print far behind the traffic."""
+        quiet, deadline = scaled(DRAIN_SECONDS), time.monotonic() + scaled(DRAIN_LIMIT)
+        sizes: dict[str, int] = {}
+        still = time.monotonic()
+        while time.monotonic() < deadline:
+            now = {n: p.stat().st_size if p.exists() else 0 for n, p in self.files.items()}
+            if now != sizes:
+                sizes, still = now, time.monotonic()
+            elif time.monotonic() - still >= quiet:
+                return
+            time.sleep(0.02)
+
+
+@dataclass
+class TraceSession:
+    """One flow's tracing in node namespaces: what was installed, the monitors; `stop()` returns their output.
+
+    `remove(ns)` undoes the installation in one namespace (the TRACE rules, or nftables' trace table).
+    """
+
+    match: FlowMatch
+    nodes: dict[str, str]  # node -> netns
+    remove: Callable[[str], None]
+    monitors: Monitors = field(default_factory=Monitors)
+    installed: list[str] = field(default_factory=list)
+    unavailable: str | None = None
+    output: dict[str, str] = field(default_factory=dict)
+
+    def stop(self) -> dict[str, str]:
+        """Stop the monitors, then remove what was installed; node -> trace text."""
+        self.output.update(self.monitors.stop())
+        for node in list(self.installed):
+            self.remove(self.nodes[node])
+            self.installed.remove(node)
+        return dict(self.output)
+
+    def __enter__(self) -> TraceSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def install(session: TraceSession, argv: list[str], text: str, what: str) -> None:
+    """Run `argv` with `text` in every node namespace (recording each for `stop`); ApplyError if refused."""
+    for node, ns in session.nodes.items():
+        res = run_in(ns, argv, input=text)
+        if res.returncode != 0:
+            raise ApplyError(f"{ns}: could not add {what}: {res.stderr.strip()}")
+        session.installed.append(node)
+
+
+def start_tracing(nodes: dict[str, str], match: FlowMatch, backend: str = "nft", *, workdir: Path) -> TraceSession:
+    """Install the flow's TRACE rules and start a confirmed monitor in every node namespace.
+
+    The monitors write into temporary files in `workdir` (the lab's scratch directory,
+    kpemu/statedir.py), which `destroy` removes with the lab if this process is killed.
+    """
+    restore = [RESTORE[backend], "--noflush", "--wait"]
+
+    def remove(ns: str) -> None:
+        run_in(ns, restore, input=trace_restore_text(match, "-D"))
+
+    session = TraceSession(match, dict(nodes), remove)
     if backend != "nft":
         session.unavailable = ("rule tracing needs the nft iptables backend (kubeProxy.backend: nft): with "
                                "legacy, TRACE goes to the kernel log, which namespaces other than the root "
@@ -156,32 +228,9 @@ def start_tracing(nodes: dict[str, str], match: FlowMatch, backend: str = "nft")
         session.unavailable = "xtables-monitor is not installed (Debian package iptables)"
         return session
     argv = [monitor, "--trace"] if monitor.endswith("monitor") else [monitor, "xtables-monitor", "--trace"]
-    stdbuf = shutil.which("stdbuf")
-    if stdbuf:  # the monitor writes through stdio: line-buffer it so nothing is lost at SIGTERM
-        argv = [stdbuf, "-oL", *argv]
     try:
-        add = trace_restore_text(match, "-A")
-        for node, ns in nodes.items():
-            res = run_in(ns, [RESTORE[backend], "--noflush", "--wait"], input=add)
-            if res.returncode != 0:
-                raise ApplyError(f"{ns}: could not add TRACE rules: {res.stderr.strip()}")
-            session.installed.append(node)
-        for node, ns in nodes.items():
-            fd, name = tempfile.mkstemp(prefix=f"kpemu-trace-{node}-", suffix=".txt")
-            session.files[node] = Path(name)
-            with os.fdopen(fd, "w") as out:
-                session.procs[node] = popen_in(ns, argv, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + scaled(CONFIRM_TIMEOUT)
-        waiting = set(session.procs)
-        while waiting and time.monotonic() < deadline:
-            waiting = {n for n in waiting if not _monitor_socket_ready(session.procs[n].pid)}
-            if any(session.procs[n].poll() is not None for n in waiting):
-                break
-            if waiting:
-                time.sleep(0.01)
-        if waiting:
-            raise ApplyError(f"xtables-monitor did not start listening in {', '.join(sorted(waiting))} "
-                             f"within {scaled(CONFIRM_TIMEOUT)}s")
+        install(session, restore, trace_restore_text(match, "-A"), "TRACE rules")
+        session.monitors.start(nodes, argv, workdir, "xtables-monitor")
     except BaseException:
         session.stop()
         raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kpemu.errors import InputError
-from kpemu.model.load import parse_model, read_yaml
+from kpemu.model.load import parse_model
 from kpemu.model.topology import Topology
 from kpemu.model.validate import check_topology
 
@@ -19,10 +19,18 @@ def topology_from_data(data: object, file: str) -> Topology:
     return topo
 
 
+def read_topology_source(path: Path) -> object:
+    """The topology data of a file: as written, or converted from the Kubernetes objects in it (or
+    in a directory of manifests). kpemu.k8s is imported only here, when a topology is read."""
+    from kpemu.k8s.load import topology_source
+
+    return topology_source(path)
+
+
 def load_topology(path: str | Path) -> Topology:
-    """Read and validate a topology file."""
+    """Read and validate a topology file (or Kubernetes objects: a file or a directory)."""
     path = Path(path)
-    return topology_from_data(read_yaml(path), str(path))
+    return topology_from_data(read_topology_source(path), str(path))
 
 
-__all__ = ["Topology", "load_topology", "topology_from_data"]
+__all__ = ["Topology", "load_topology", "read_topology_source", "topology_from_data"]

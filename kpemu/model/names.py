@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 IFNAMSIZ = 15
+NETNS_NAME_MAX = 255  # a named namespace is a file /run/netns/<name>: NAME_MAX
 
 
 def netns_name(lab: str, name: str) -> str:

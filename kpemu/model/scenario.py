@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from kpemu.errors import InputError, Problem
-from kpemu.model import topology_from_data
+from kpemu.model import read_topology_source, topology_from_data
 from kpemu.model.load import parse_model, read_yaml
 from kpemu.model.topology import LabName, Strict, Topology, _check_ip
 
@@ -104,7 +104,7 @@ class RulesExpect(Strict):
     """Lines the kernel must hold on a node after deploy (read back into rules/<node>.<kind>)."""
 
     node: str
-    kind: Literal["iptables-save", "ipset", "ipvs"] = "iptables-save"
+    kind: Literal["iptables-save", "ipset", "ipvs", "nft"] = "iptables-save"
     contains: list[str] = Field(min_length=1)
 
 
@@ -209,15 +209,6 @@ class Scenario:
         return (self.path.parent / str(exp.golden)).resolve()
 
 
-def is_scenario_file(path: Path) -> bool:
-    """Whether a YAML file is a scenario (it has `flows:`) rather than a topology."""
-    try:
-        data = read_yaml(path)
-    except InputError:
-        return False
-    return isinstance(data, dict) and "flows" in data
-
-
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for k, v in over.items():
@@ -232,19 +223,30 @@ def load_scenario(path: str | Path, proxy_mode: str | None = None) -> Scenario:
     `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations (written for
     the file's mode) are dropped, the others are kept.
     """
+    return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode)
+
+
+def load_file(path: str | Path) -> Topology | Scenario:
+    """A topology or a scenario file (a scenario has `flows:`), read once; InputError lists every problem."""
     path = Path(path)
+    if not path.is_dir():
+        try:
+            data = read_yaml(path)
+        except InputError:
+            data = None  # several documents (Kubernetes manifests), or bad: the topology reader says which
+        if isinstance(data, dict) and "flows" in data:
+            return scenario_from_data(data, path)
+    return topology_from_data(read_topology_source(path), str(path))
+
+
+def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None) -> Scenario:
+    """`load_scenario` on the already-read YAML of the scenario file `path`."""
     file = str(path)
-    spec = parse_model(ScenarioSpec, read_yaml(path), file)
+    spec = parse_model(ScenarioSpec, data, file)
     if isinstance(spec.topology, str):
-        topo_path = (path.parent / spec.topology).resolve()
-        if not topo_path.exists():
-            raise InputError([Problem(file, "topology", f"no such file {spec.topology} (relative to the scenario "
-                                                        "file); expected a topology path or an inline mapping")])
-        data, topo_file = read_yaml(topo_path), str(topo_path)
+        data, topo_file = _topology_file(path, spec.topology)
     else:
         data, topo_file = spec.topology, file
-    if not isinstance(data, dict):
-        raise InputError([Problem(topo_file, "topology" if topo_file == file else "", "expected a mapping")])
     data = _merge(data, spec.overrides)
     data["name"] = spec.lab or spec.name
     if proxy_mode is not None:
@@ -269,6 +271,27 @@ def load_scenario(path: str | Path, proxy_mode: str | None = None) -> Scenario:
     if problems:
         raise InputError(problems)
     return Scenario(spec, topo, path, flows)
+
+
+def _topology_file(scenario: Path, name: str) -> tuple[dict[str, Any], str]:
+    """The mapping in the scenario's `topology:` file and that file's path; a problem reading it names
+    the scenario's `topology` field."""
+    topo_path = (scenario.parent / name).resolve()
+
+    def bad(msg: str) -> InputError:
+        return InputError([Problem(str(scenario), "topology", f"{name!r}: {msg}; expected the path of a topology "
+                                                              "YAML file (relative to the scenario) or an inline "
+                                                              "mapping")])
+
+    if not topo_path.exists():
+        raise bad("no such file")
+    try:
+        data = read_topology_source(topo_path)
+    except InputError as e:
+        raise bad("; ".join(f"{topo_path}{': ' + p.path if p.path else ''}: {p.message}" for p in e.problems)) from None
+    if not isinstance(data, dict):
+        raise bad(f"{topo_path} is not a topology (its YAML is not a mapping of keys to values)")
+    return data, str(topo_path)
 
 
 def _members(topo: Topology) -> dict[str, str]:

@@ -18,8 +18,10 @@ LabName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")]
 IPv4 = Annotated[str, Field(description="an IPv4 address such as 10.246.198.17")]
 CIDR = Annotated[str, Field(description="an IPv4 network such as 10.244.0.0/16")]
 
-OLDEST_MINOR, NEWEST_MINOR = 10, 33  # kube-proxy releases 1.10 .. 1.33 are modelled
+OLDEST_MINOR, NEWEST_MINOR = 10, 37  # kube-proxy releases 1.10 .. 1.37 are modelled (see proxy/versions.py)
 NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
+# nftables mode (alpha in 1.29) releases kpemu models (kpemu.proxy.nftables.eras).
+OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 35
 
 
 def _check_ip(value: str) -> str:
@@ -45,7 +47,7 @@ class Strict(BaseModel):
 class KubeProxy(Strict):
     """kube-proxy settings that change what it programs."""
 
-    mode: Literal["iptables", "ipvs"] = "iptables"
+    mode: Literal["iptables", "ipvs", "nftables"] = "iptables"
     version: str = NEWEST_KUBE_PROXY
     clusterCIDR: CIDR | None = None
     masqueradeAll: bool = False
@@ -53,6 +55,9 @@ class KubeProxy(Strict):
     nodePortAddresses: list[CIDR] = Field(default_factory=list)
     localhostNodePorts: bool = True
     randomFully: bool | None = None  # None: what the node's iptables supports
+    # iptables mode 1.30+: nfacct counters on the INVALID drop / localhost NodePorts. None is kube-proxy's
+    # own behaviour: use them when the node's kernel lets it create them (offline: assume it can).
+    nfacct: bool | None = None
     scheduler: Literal["rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"] = "rr"
     nodePortRange: str = "30000-32767"
     backend: Literal["nft", "legacy"] = "nft"  # which iptables binary programs the node
@@ -63,7 +68,7 @@ class KubeProxy(Strict):
         v = str(v)
         parts = v.lstrip("v").split(".")
         if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]) or parts[0] != "1":
-            raise ValueError(f"expected a kube-proxy release such as \"1.18\" or \"1.33\", got {v!r}")
+            raise ValueError(f"expected a kube-proxy release such as \"1.18\" or \"1.37\", got {v!r}")
         return f"1.{int(parts[1])}"
 
     @field_validator("clusterCIDR")

@@ -6,7 +6,16 @@ import ipaddress
 from collections.abc import Callable, Iterable
 
 from kpemu.errors import Problem
-from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR, Pod, Service, Topology
+from kpemu.model.names import NETNS_NAME_MAX, netns_name
+from kpemu.model.topology import (
+    NEWEST_MINOR,
+    NEWEST_NFT_MINOR,
+    OLDEST_MINOR,
+    OLDEST_NFT_MINOR,
+    Pod,
+    Service,
+    Topology,
+)
 
 Net = ipaddress.IPv4Network
 Report = Callable[[str, str], None]
@@ -27,9 +36,37 @@ def selected_pods(topo: Topology, svc: Service) -> list[Pod]:
     ]
 
 
+# The largest lab kpemu builds. Nodes, pods and externals are each a network namespace with its own
+# processes (servers, tcpdump) and netlink sockets, created and removed one at a time: thousands of
+# them exhaust file descriptors and take minutes to build and to remove on a 2-core machine.
+# Services become kube-proxy chains on every node, restored and read back on every run.
+NAMESPACE_WHY = ("each one is a network namespace with its own processes and sockets, built and removed one at a "
+                 "time; a larger lab exhausts file descriptors and takes minutes to build and remove")
+LAB_LIMITS: dict[str, tuple[int, str]] = {
+    "nodes": (16, NAMESPACE_WHY),
+    "pods": (128, NAMESPACE_WHY),
+    "externals": (16, NAMESPACE_WHY),
+    "services": (256, "each one becomes kube-proxy chains on every node, programmed and read back on every run"),
+    "routes": (64, "each one is a route in the underlay router"),
+}
+
+
+def check_limits(topo: Topology, file: str) -> list[Problem]:
+    """Lab sizes beyond what kpemu builds on this machine (`LAB_LIMITS`), each with its limit and why."""
+    problems = []
+    for name, (limit, why) in LAB_LIMITS.items():
+        count = len(getattr(topo, name))
+        if count > limit:
+            problems.append(Problem(file, name, f"{count} {name} is more than kpemu builds (at most {limit}): {why}; "
+                                                "split the lab into smaller ones"))
+    return problems
+
+
 def check_topology(topo: Topology, file: str) -> list[Problem]:
     """Every semantic problem in `topo`, each naming its field path and what was expected."""
-    problems: list[Problem] = []
+    problems: list[Problem] = check_limits(topo, file)
+    if problems:
+        return problems
 
     def bad(path: str, msg: str) -> None:
         problems.append(Problem(file, path, msg))
@@ -45,6 +82,11 @@ def check_topology(topo: Topology, file: str) -> list[Problem]:
         + [(f"externals[{i}].name", e.name) for i, e in enumerate(topo.externals)]
     )
     for path, name in members:
+        ns = netns_name(topo.name, name)
+        if len(ns) > NETNS_NAME_MAX:
+            bad(path, f"name is {len(name)} characters: its network namespace {ns[:40]}... would be {len(ns)}, over "
+                      f"the kernel's {NETNS_NAME_MAX} (a file name under /run/netns); use at most "
+                      f"{NETNS_NAME_MAX - len(netns_name(topo.name, ''))} characters")
         if name in seen_names:
             bad(path, f"name {name!r} is already used by {seen_names[name]}; every node, pod and external "
                       "needs its own name (it becomes a network namespace)")
@@ -165,6 +207,10 @@ def _check_kube_proxy(topo: Topology, bad: Report) -> None:
                                  f"1.{NEWEST_MINOR}")
     if kp.mode == "ipvs" and kp.minor < 11:
         bad("kubeProxy.mode", "IPVS mode is modelled from kube-proxy 1.11 (GA); raise kubeProxy.version")
+    if kp.mode == "nftables" and not OLDEST_NFT_MINOR <= kp.minor <= NEWEST_NFT_MINOR:
+        bad("kubeProxy.mode", f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} "
+                              f"to 1.{NEWEST_NFT_MINOR}, got {kp.version}: raise kubeProxy.version or use mode "
+                              "iptables")
     if kp.scheduler != "rr" and kp.mode != "ipvs":
         bad("kubeProxy.scheduler", "scheduler only applies to mode: ipvs")
 

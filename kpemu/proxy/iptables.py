@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from kpemu.model.topology import Topology
 from kpemu.proxy import naming
 from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
+from kpemu.proxy.naming import NFACCT_COUNTERS
 from kpemu.proxy.rules import RuleSet, Table
 from kpemu.proxy.versions import Flavour, flavour_for
 
@@ -202,7 +203,8 @@ class _Gen:
     def forward_rules(self) -> None:
         fl, m = self.fl, self.mark
         if fl.forward_invalid_drop:
-            self.filter.add(FORWARD, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
+            acct = ("-m", "nfacct", "--nfacct-name", NFACCT_COUNTERS[0]) if fl.nfacct else ()
+            self.filter.add(FORWARD, "-m", "conntrack", "--ctstate", "INVALID", *acct, "-j", "DROP")
         self.filter.add(FORWARD, "-m", "comment", "--comment", "kubernetes forwarding rules",
                         "-m", "mark", "--mark", f"{m}/{m}", "-j", "ACCEPT")
         ct = ("-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
@@ -349,7 +351,7 @@ class _Gen:
                 if fl.nfacct_localhost_nodeports and fl.nfacct and fl.localhost_nodeports:
                     self.nat.add(NODEPORTS, "-m", "comment", "--comment", s, "-m", p, "-p", p,
                                  "-d", "127.0.0.0/8", "--dport", np, "-m", "nfacct", "--nfacct-name",
-                                 "localhost_nps_accepted_pkts", "-j", ext_c)
+                                 NFACCT_COUNTERS[1], "-j", ext_c)
                 self.nat.add(NODEPORTS, "-m", "comment", "--comment", s, "-m", p, "-p", p, "--dport", np,
                              "-j", ext_c)
             if not external:
@@ -543,3 +545,18 @@ def restore_text(rs: RuleSet) -> str:
 def kube_proxy_chains(rs: RuleSet) -> dict[str, set[str]]:
     """Per table, the user chains in the rule set (what read-back comparison is restricted to)."""
     return {name: {c.name for c in t.user_chains} for name, t in rs.tables.items()}
+
+
+def uses_nfacct(topo: Topology) -> bool:
+    """Whether the nodes' kube-proxy rules name nfacct counters (so they must exist first)."""
+    return topo.kubeProxy.mode == "iptables" and flavour_for(topo.kubeProxy).nfacct
+
+
+def needs_route_localnet(topo: Topology) -> bool:
+    """iptables mode: route_localnet=1 always before 1.24; since then only with localhostNodePorts and
+    loopback among the nodePortAddresses (an empty list means all addresses)."""
+    kp = topo.kubeProxy
+    loopback = not kp.nodePortAddresses or any(
+        ipaddress.IPv4Address("127.0.0.1") in ipaddress.IPv4Network(c) for c in kp.nodePortAddresses
+    )
+    return flavour_for(kp).route_localnet_always or (kp.localhostNodePorts and loopback)

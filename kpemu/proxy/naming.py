@@ -11,6 +11,9 @@ import base64
 import hashlib
 from functools import lru_cache
 
+# kube-proxy's nfacct counters (pkg/proxy/iptables/proxier.go nfAcctCounters; since when: versions.py)
+NFACCT_COUNTERS = ("ct_state_invalid_dropped_pkts", "localhost_nps_accepted_pkts")
+
 # Chain prefixes (iptables mode). KUBE-XLB is the pre-1.24 eTP=Local chain.
 SVC, SVL, EXT, FW, XLB, SEP = "KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-XLB-", "KUBE-SEP-"
 

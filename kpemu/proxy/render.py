@@ -2,17 +2,19 @@
 
 Formats: iptables-restore (the restore input kpemu applies), iptables-save (canonical
 `iptables-save` text of kube-proxy's and kubelet's chains), ipset (`ipset save`), ipvs
-(`ipvsadm -Sn`), all (each of them under a `# ---` heading). In iptables mode the ipset and ipvs
-formats contain a single comment line; in IPVS mode everything comes from kpemu.proxy.ipvs.
+(`ipvsadm -Sn`), nft (the transaction kube-proxy's nftables mode pipes to `nft -f -`), nft-list
+(what `nft list table ip kube-proxy` then prints), all (each of them under a `# ---` heading).
+Which formats a mode fills is the mode registry's business (kpemu.proxy.modes); the others are a
+single comment line.
 """
 
 from __future__ import annotations
 
 from kpemu.errors import InputError
 from kpemu.model.topology import Topology
-from kpemu.proxy.save import ruleset_from_restore, save_text
+from kpemu.proxy.modes import ALL_FORMATS, node_texts
 
-FORMATS = ("iptables-restore", "iptables-save", "ipset", "ipvs", "all")
+FORMATS = (*ALL_FORMATS, "all")
 
 
 def _check(topo: Topology, node: str, fmt: str) -> None:
@@ -23,35 +25,10 @@ def _check(topo: Topology, node: str, fmt: str) -> None:
         raise InputError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
 
 
-def _texts(topo: Topology, node: str) -> dict[str, str]:
-    backend = topo.kubeProxy.backend
-    if topo.kubeProxy.mode == "ipvs":
-        from kpemu.proxy.ipvs import ipvs_rules  # written in parallel; imported lazily
-
-        st = ipvs_rules(topo, node)
-        restore = st.restore_text()
-        return {
-            "iptables-restore": restore,
-            "iptables-save": save_text(ruleset_from_restore(restore), backend),
-            "ipset": st.ipset_save_text(),
-            "ipvs": st.ipvsadm_text(),
-        }
-    from kpemu.proxy.iptables import iptables_rules, restore_text
-
-    rs = iptables_rules(topo, node)
-    none = f"# kube-proxy mode iptables: node {node} has no {{}} state\n"
-    return {
-        "iptables-restore": restore_text(rs),
-        "iptables-save": save_text(rs, backend),
-        "ipset": none.format("ipset"),
-        "ipvs": none.format("IPVS"),
-    }
-
-
 def render_rules(topo: Topology, node: str, fmt: str) -> str:
     """The text of `fmt` for `node`; InputError names --node / --format when they are wrong."""
     _check(topo, node, fmt)
-    texts = _texts(topo, node)
+    texts = node_texts(topo, node)
     if fmt != "all":
         return texts[fmt]
-    return "".join(f"# --- {name} ---\n{texts[name]}" for name in FORMATS[:-1])
+    return "".join(f"# --- {name} ---\n{texts[name]}" for name in ALL_FORMATS)

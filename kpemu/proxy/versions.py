@@ -1,4 +1,4 @@
-"""What changes in kube-proxy's rule text from one release to the next (1.10 through 1.33).
+"""What changes in kube-proxy's rule text from one release to the next (1.10 through 1.37).
 
 `flavour_for(settings)` turns the topology's `kubeProxy` block into a frozen `Flavour`: one
 boolean / value per change, so the generators (iptables.py, ipvs.py) never compare version
@@ -31,6 +31,41 @@ SEED_001_EVIDENCE). Evidence, from kube-proxy source copies found in public repo
   The probability is written `0.50000` (1.14 uses "%0.5f") and saved as 0.50000000000.
 Caveat: 1.14.x patch releases may have received cherry-picks (e.g. of PR #74840); the seed
 matches 1.14.0 and any 1.14.z without them. 1.12/1.13 differ only in the filter jumps.
+
+Releases 1.30-1.37 (NEWEST_RELEASE_EVIDENCE): the newest release is 1.37. CHANGELOG-1.38.md in
+kubernetes/kubernetes lists v1.38.0-alpha.1 "Changelog since v1.37.0" and nothing past
+v1.38.0-alpha.2, so 1.37.z is the newest kube-proxy a cluster runs.
+
+* nfacct (T12/T15), pkg/proxy/iptables/proxier.go: `nfAcctCounters` holds
+  `metrics.IPTablesCTStateInvalidDroppedNFAcctCounter` ("ct_state_invalid_dropped_pkts", 1.30,
+  PR #122812) and `metrics.LocalhostNodePortAcceptedNFAcctCounter` ("localhost_nps_accepted_pkts",
+  1.31, PR #125015). Each is `nfacct.New()` + `Ensure(name)` at startup; a counter that could not be
+  created is logged ("Failed to create nfacct counter; the corresponding metric will not be
+  updated") and its `-m nfacct --nfacct-name` match is left out. The INVALID drop becomes
+  `-m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP`;
+  the localhost NodePort twin rule (`-d 127.0.0.0/8 --dport NP -m nfacct --nfacct-name
+  localhost_nps_accepted_pkts -j KUBE-EXT-H`, just before the ordinary NodePort rule) is written
+  only with localhostNodePorts, IPv4 and endpoints. Upstream's fake proxier sets both counters
+  true, so `TestOverallIPTablesRules` (proxier_test.go) expects all four nfacct lines; kpemu's
+  `kubeProxy.nfacct` is None by default = kube-proxy's behaviour (use them when the kernel can).
+* 1.34, 1.35, 1.36, 1.37 - iptables mode: no rule-text change. The expected text of
+  `TestOverallIPTablesRules` and `sortIPTablesRules` in proxier_test.go (klogtesting era, with
+  the nfacct lines) is what kpemu produces for 1.31+ (tests/unit/test_upstream_iptables.py, 91
+  of 91 lines); the 1.34+ work in pkg/proxy went to nftables mode (reference
+  kube-proxy-nftables.md 5.1/5.2). Not in a release: a Backend refactor on a fork branch
+  (danwinship/kubernetes pkg/proxy/iptables/backend.go `NewBackend`) creates the counters once at
+  startup, but its `nfAcctCounters := sets.New[string]()` inside the `if` shadows the outer set,
+  so as written it would pass no counters and drop every `-m nfacct`; if that lands in a
+  release, that release is a new boundary here.
+* 1.34-1.37 - IPVS mode: no rule, ipset or virtual-server change found in pkg/proxy/ipvs (proxier.go,
+  ipset/). 1.35 deprecates it (KEP-5495, PR #134539): cmd/kube-proxy/app/server_linux.go logs
+  `logger.Error(nil, "The ipvs proxier is now deprecated and may be removed in a future release.
+  Please use 'nftables' instead.")` and records a Warning event (reason "IPVSDeprecation", action
+  "StartKubeProxy"). That is startup behaviour, not node state: `Flavour.ipvs_deprecated` carries
+  it and `kpemu rules` prints the message on stderr (IPVS_DEPRECATION). 1.37 adds the
+  `KubeProxyIPVS` feature gate (on by default; the documented plan is off by default in 1.40 and
+  removal in 1.43) and a kubeadm warning (CHANGELOG-1.37, PR #139067); both leave 1.37's rules as
+  they are.
 """
 
 from __future__ import annotations
@@ -48,6 +83,7 @@ class _Settings(Protocol):
     version: str
     randomFully: bool | None
     localhostNodePorts: bool
+    nfacct: bool | None
 
 
 @dataclass(frozen=True)
@@ -76,7 +112,7 @@ class Flavour:
     forward_pod_rules: bool  # T12: the two pod source/destination conntrack rules (<1.24)
     forward_single_conntrack: bool  # T12: single "forwarding conntrack rule" (1.24+)
     tcp_be_liberal_skips_invalid: bool  # T12: INVALID drop omitted if nf_conntrack_tcp_be_liberal (1.29+)
-    nfacct: bool  # resolved: nfacct counters in use (capable and requested; kpemu default off)
+    nfacct: bool  # resolved: nfacct counters in use (capable, and settings.nfacct not False)
     nfacct_capable: bool  # 1.30+: -m nfacct on the INVALID drop (and 1.31+ localhost NodePorts)
     nfacct_localhost_nodeports: bool  # T15: 1.31+ "-d 127.0.0.0/8 ... -m nfacct" twin NodePort rule
     input_services_jump: bool  # T13: filter INPUT -> KUBE-SERVICES (1.14-1.19; PR #74394 / #95252)
@@ -103,6 +139,8 @@ class Flavour:
     localhost_nodeports: bool  # resolved: localhost NodePorts allowed (flag, or always before 1.25)
 
     # --- IPVS mode ----------------------------------------------------------------------
+    # The next three are not applied by proxy/ipvs*.py: 1.10's IPVS rule text is not pinned
+    # (reference kube-proxy.md 9.3: "legacy rule text not pinned"), so an IPVS 1.10 dump is 1.11's.
     ipvs_old_ipset_names: bool  # 1.10: KUBE-FIRE-WALL / KUBE-LB-INGRESS-LOCAL
     ipvs_forward_chain: bool  # IPVS KUBE-FORWARD (1.11+)
     ipvs_accept_vip: bool  # IPVS "-j ACCEPT" for KUBE-CLUSTER-IP / KUBE-LOAD-BALANCER (1.11+)
@@ -115,7 +153,7 @@ class Flavour:
     ipvs_localhost_nodeport_vs: bool  # IPVS NodePort VS on 127.0.0.1 too (<1.22)
     ipvs_route_localnet: bool  # IPVS sets route_localnet=1 (<1.22)
     conn_reuse_mode_zero: bool  # IPVS sets net/ipv4/vs/conn_reuse_mode=0 (1.13+, only kernel < 5.9)
-    ipvs_deprecated: bool  # 1.35+: never for 1.10-1.33
+    ipvs_deprecated: bool  # 1.35+: kube-proxy logs IPVS_DEPRECATION at startup (KEP-5495)
 
     @property
     def version(self) -> str:
@@ -130,8 +168,12 @@ class Flavour:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+IPVS_DEPRECATION = ("The ipvs proxier is now deprecated and may be removed in a future release. "
+                    "Please use 'nftables' instead.")
+
+
 def minor_of(version: str) -> int:
-    """"1.18" / "v1.18.3" -> 18; raises ValueError outside 1.10..1.33."""
+    """"1.18" / "v1.18.3" -> 18; raises ValueError outside the modelled releases."""
     parts = str(version).lstrip("v").split(".")
     minor = int(parts[1])
     if parts[0] != "1" or not OLDEST <= minor <= NEWEST:
@@ -140,9 +182,10 @@ def minor_of(version: str) -> int:
 
 
 def flavour_for_minor(
-    minor: int, *, random_fully: bool | None = None, localhost_nodeports: bool = True
+    minor: int, *, random_fully: bool | None = None, localhost_nodeports: bool = True,
+    nfacct: bool | None = None,
 ) -> Flavour:
-    """The toggles of release 1.<minor>; `random_fully` None = assume the iptables supports it."""
+    """The toggles of release 1.<minor>; `random_fully` / `nfacct` None = assume the node supports it."""
     if not OLDEST <= minor <= NEWEST:
         raise ValueError(f"kube-proxy release 1.{OLDEST}..1.{NEWEST} expected, got 1.{minor}")
     m = minor
@@ -168,7 +211,7 @@ def flavour_for_minor(
         forward_pod_rules=m < 24,
         forward_single_conntrack=m >= 24,
         tcp_be_liberal_skips_invalid=m >= 29,
-        nfacct=False,
+        nfacct=m >= 30 and nfacct is not False,
         nfacct_capable=m >= 30,
         nfacct_localhost_nodeports=m >= 31,
         input_services_jump=14 <= m < 20,
@@ -205,14 +248,15 @@ def flavour_for_minor(
         ipvs_localhost_nodeport_vs=m < 22,
         ipvs_route_localnet=m < 22,
         conn_reuse_mode_zero=m >= 13,
-        ipvs_deprecated=False,
+        ipvs_deprecated=m >= 35,
     )
 
 
 def flavour_for(settings: _Settings) -> Flavour:
-    """The Flavour for a topology's `kubeProxy` block (version, randomFully, localhostNodePorts)."""
+    """The Flavour for a topology's `kubeProxy` block (version, randomFully, localhostNodePorts, nfacct)."""
     return flavour_for_minor(
         minor_of(settings.version),
         random_fully=settings.randomFully,
         localhost_nodeports=settings.localhostNodePorts,
+        nfacct=settings.nfacct,
     )

@@ -80,7 +80,8 @@ def topology_svg(topo: Topology) -> str:
     e = html.escape
     col_w, pod_h = 260, 34
     ncols = max(len(topo.nodes), 1)
-    width = max(ncols * col_w + 40, 560)
+    texts = [f"xx {_svc_label(s)}" for s in topo.services]  # the widest text sets the width too (12px: 7.3px/char)
+    width = max(ncols * col_w + 40, 560, 30 + len(topo.externals) * 240, *(int(48 + len(t) * 7.3) for t in texts))
     max_pods = max((len(topo.pods_on(n.name)) for n in topo.nodes), default=0)
     height = 200 + max_pods * pod_h + 40 + 22 * len(topo.services) + 20
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="topology" width="{width}" height="{height}" '

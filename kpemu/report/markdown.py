@@ -1,5 +1,5 @@
 """report.md: per flow the hop table (with the rule or IPVS decision that changed each hop), the
-client outcomes, conntrack/IPVS entries, the chains and hook walk of the first packet, the hook
+client outcomes, conntrack/IPVS entries, the chains and hook walk of the first packet, seed 002's
 claim checked, model vs kernel, rule counters that moved, a Mermaid sequence diagram, PASS/FAIL
 (pure)."""
 
@@ -11,14 +11,18 @@ from kpemu.analyse.expect import Check
 from kpemu.analyse.ledger import FlowLedger
 from kpemu.report.mermaid import sequence_diagram
 from kpemu.report.table import HEADERS, hop_rows, verdict_lines, verdict_row
+from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
+
+HOP_HEADERS = (HEADERS[0], "frame", *HEADERS[1:])
 
 
 def _md_row(cells: tuple[str, ...] | list[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    """One table row; a cell's line breaks become <br> (a newline would end the row on GitHub)."""
+    return "| " + " | ".join(c.replace("|", "\\|").replace("\r", "").replace("\n", "<br>") for c in cells) + " |"
 
 
 def explain_lines(flow: Mapping) -> list[str]:
-    """Markdown for one hops.json flow's explanation: chains, hooks, the hook claim, oracle, counters, diagram."""
+    """Markdown for one hops.json flow's explanation: chains, hooks, seed 002, oracle, counters, diagram."""
     out: list[str] = []
     trace = flow.get("trace") or {}
     if trace and not trace.get("available"):
@@ -31,10 +35,10 @@ def explain_lines(flow: Mapping) -> list[str]:
             out.append(_md_row([node, " -> ".join(chains.get(node) or []) or "(none)",
                                 (hooks.get(node) or {}).get("text", "")]))
         out.append("")
-    claim = flow.get("hook_claim")
-    if claim:
-        out += [f"Hook claim \"{claim['sentence']}\" on {claim['node']}: "
-                f"**{'holds' if claim['right'] else 'does not hold'}**. " + claim["text"], ""]
+    seed = flow.get("seed002")
+    if seed:
+        out += [f"Seed 002 check ({seed['access']} on {seed['node']}): **{'right' if seed['right'] else 'wrong'}**. "
+                + seed["text"], ""]
     oracle = flow.get("oracle") or {}
     if oracle:
         word = {True: "agree", False: "DISAGREE", None: "not checked"}[oracle.get("agree")]
@@ -85,14 +89,18 @@ def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledge
         if rep and rep.hops:
             out += [f"Connection {rep.index} (`{rep.marker}`, outcome {rep.outcome}"
                     + (f", backend {rep.backend}" if rep.backend else "") + "):", "",
-                    _md_row(HEADERS), _md_row(["---"] * len(HEADERS))]
-            out += [_md_row(r) for r in hop_rows(rep.hops)]
+                    _md_row(HOP_HEADERS), _md_row(["---"] * len(HOP_HEADERS))]
+            out += [_md_row([r[0], str(h.frame or ""), *r[1:]]) for r, h in zip(hop_rows(rep.hops), rep.hops,
+                                                                                  strict=True)]
             verdict = (by_name.get(fl.name) or {}).get("verdict")
             if verdict:
-                out.append(_md_row(verdict_row(verdict)))
-            out.append("")
-            out += [f"**{line}**" if i == 0 else line for i, line in enumerate(verdict_lines(verdict))] + [""] \
-                if verdict else []
+                row = verdict_row(verdict)
+                out += [_md_row([row[0], "", *row[1:]]), ""]
+                out += [f"**{line}**" if i == 0 else line for i, line in enumerate(verdict_lines(verdict))]
+            tshark, _ = commands(RUN_PCAPNG, fl.name, rep.index)
+            out += ["", f"Frames are numbered in `{RUN_PCAPNG}` (this flow alone: `{flow_pcapng(fl.name)}`). "
+                    "This connection hop by hop, in tshark (in Wireshark: the same -d, -o and -Y):", "",
+                    "```sh", tshark, "```", ""]
         else:
             out += ["No packet of this flow was captured.", ""]
         if rep and rep.conntrack:

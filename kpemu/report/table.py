@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from kpemu.analyse.ledger import Hop
 
 HEADERS = ("hop", "where", "src", "dst", "what changed", "by")
 
 
+def hop_numbers(hops: Iterable[Hop | Mapping]) -> list[str]:
+    """Request hops numbered 1.., reply hops r1.. (as in the reports' hop tables)."""
+    n = {"request": 0, "reply": 0}
+    out = []
+    for h in hops:
+        d = h.direction if isinstance(h, Hop) else str(h.get("direction"))
+        n[d] = n.get(d, 0) + 1
+        out.append(f"{n[d]}" if d != "reply" else f"r{n[d]}")
+    return out
+
+
 def hop_rows(hops: list[Hop]) -> list[tuple[str, str, str, str, str, str]]:
     """One row per hop; request hops numbered 1.., reply hops r1.."""
     rows = []
-    n = {"request": 0, "reply": 0}
-    for h in hops:
-        n[h.direction] += 1
-        num = f"{n[h.direction]}" if h.direction == "request" else f"r{n[h.direction]}"
+    for num, h in zip(hop_numbers(hops), hops, strict=True):
         flags = f" [{h.pkt.flags}]" if h.pkt.flags else f" ({h.pkt.proto})"
         src, dst = h.src, h.dst + flags
         if h.pkt.outer:

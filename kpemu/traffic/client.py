@@ -1,6 +1,8 @@
-"""The client a flow runs in its source namespace: N sequential connections, one JSON line each.
+"""The client a flow runs in its source namespace: N sequential connections, one result each.
 
-`python -m kpemu.traffic.client --flow F --dst IP --port P --proto tcp --connections N --timeout T`
+In-process (`connections()`, called with the thread inside the source namespace) or as
+`python -m kpemu.traffic.client --flow F --dst IP --port P --proto tcp --connections N --timeout T`,
+which prints one JSON line per connection.
 
 Every connection is bounded by `--timeout`; the client binds its socket before connecting so the
 local port is known even when the connection fails (the ledger finds the SYN by it).
@@ -9,12 +11,12 @@ Standard library only.
 
 from __future__ import annotations
 
-import argparse
 import errno
 import json
 import socket
 import sys
 import time
+from collections.abc import Iterator
 
 from kpemu.traffic.markers import parse_reply, request_marker
 
@@ -91,6 +93,8 @@ def _reply(out: dict, buf: bytes) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the connections; print one JSON object per connection."""
+    import argparse
+
     ap = argparse.ArgumentParser(prog="kpemu.traffic.client")
     ap.add_argument("--flow", required=True)
     ap.add_argument("--dst", required=True)
@@ -101,17 +105,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=0, help="request bytes (the marker line, padded)")
     ap.add_argument("--gap", type=float, default=0.0, help="seconds to wait between connections (at most 1)")
     args = ap.parse_args(argv)
-    run = _tcp if args.proto == "tcp" else _udp
-    gap = max(0.0, min(args.gap, 1.0))
-    for i in range(max(1, min(args.connections, 64))):
-        if i and gap:
-            time.sleep(gap)
-        marker = request_marker(args.flow, i)
-        started = time.monotonic()
-        res = run(args.dst, args.port, marker, args.timeout, args.size)
-        res.update(index=i, marker=marker, duration=round(time.monotonic() - started, 6))
+    for res in connections(args.flow, args.dst, args.port, args.proto, args.connections, args.timeout, args.gap,
+                           args.size):
         print(json.dumps(res), flush=True)
     return 0
+
+
+MAX_CONNECTIONS = 64
+
+
+def connections(flow: str, dst: str, port: int, proto: str, count: int, timeout: float,
+                gap: float = 0.0, size: int = 0) -> Iterator[dict]:
+    """Make `count` (1 to 64) sequential connections, `gap` (at most 1) seconds apart; yield each result.
+
+    Sockets are created in the calling thread's network namespace. Bounded: count x (timeout + gap).
+    """
+    run = _tcp if proto == "tcp" else _udp
+    gap = max(0.0, min(gap, 1.0))
+    for i in range(max(1, min(count, MAX_CONNECTIONS))):
+        if i and gap:
+            time.sleep(gap)
+        marker = request_marker(flow, i)
+        started = time.monotonic()
+        res = run(dst, port, marker, timeout, size)
+        res.update(index=i, marker=marker, duration=round(time.monotonic() - started, 6))
+        yield res
 
 
 if __name__ == "__main__":

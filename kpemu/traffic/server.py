@@ -1,14 +1,16 @@
-"""The server every pod runs: `python -m kpemu.traffic.server --name POD --tcp 80 --udp 53`.
+"""The server every pod runs, in-process (`PodServers`) or as `python -m kpemu.traffic.server --name POD
+--tcp 80 --udp 53`.
 
 Each TCP connection gets one line back, `<marker>:reply:<pod>`, after which the server waits
 (bounded) for the client to close first, so every connection ends the same way on the wire.
-UDP datagrams are answered the same way. Prints `ready` once every socket is bound.
-Standard library only: it starts in tens of milliseconds.
+UDP datagrams are answered the same way. The command prints `ready` once every socket is bound.
+Standard library only. A run serves every pod from the one process that executes it: sockets are
+opened inside each pod's namespace and keep it, so no process per pod has to start (seconds each
+in a software-emulated guest).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import socket
 import sys
@@ -41,38 +43,72 @@ def _serve_tcp_conn(conn: socket.socket, name: str) -> None:
 
 
 def _tcp_loop(sock: socket.socket, name: str) -> None:
-    while True:
-        conn, _ = sock.accept()
-        threading.Thread(target=_serve_tcp_conn, args=(conn, name), daemon=True).start()
+    with contextlib.suppress(OSError):  # closed by PodServers.close()
+        while True:
+            conn, _ = sock.accept()
+            threading.Thread(target=_serve_tcp_conn, args=(conn, name), daemon=True).start()
 
 
 def _udp_loop(sock: socket.socket, name: str) -> None:
-    while True:
-        data, peer = sock.recvfrom(MAX_LINE)
-        with contextlib.suppress(OSError):
-            sock.sendto(_answer(data, name), peer)
+    with contextlib.suppress(OSError):
+        while True:
+            data, peer = sock.recvfrom(MAX_LINE)
+            if not data:  # shut down (clients never send empty datagrams)
+                return
+            with contextlib.suppress(OSError):
+                sock.sendto(_answer(data, name), peer)
+
+
+def open_sockets(tcp: list[int], udp: list[int]) -> list[tuple[str, socket.socket]]:
+    """Bound (and, for TCP, listening) sockets in the calling thread's network namespace."""
+    out = []
+    for port in tcp:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port))
+        s.listen(128)
+        out.append(("tcp", s))
+    for port in udp:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("0.0.0.0", port))
+        out.append(("udp", s))
+    return out
+
+
+class PodServers:
+    """Servers for many pods in this process: `add()` sockets opened in a pod's namespace, `close()` all.
+
+    Closing matters: a socket holds its namespace, which outlives `ip netns del` until it closes.
+    """
+
+    def __init__(self) -> None:
+        self.sockets: list[socket.socket] = []
+
+    def add(self, name: str, sockets: list[tuple[str, socket.socket]]) -> None:
+        for kind, sock in sockets:
+            self.sockets.append(sock)
+            loop = _tcp_loop if kind == "tcp" else _udp_loop
+            threading.Thread(target=loop, args=(sock, name), daemon=True, name=f"serve-{name}").start()
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()/recvfrom()
+            sock.close()
+        self.sockets.clear()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Bind every port, print `ready`, serve until killed."""
+    import argparse
+
     ap = argparse.ArgumentParser(prog="kpemu.traffic.server")
     ap.add_argument("--name", required=True)
     ap.add_argument("--tcp", type=int, action="append", default=[])
     ap.add_argument("--udp", type=int, action="append", default=[])
     args = ap.parse_args(argv)
-    threads = []
-    for port in args.tcp:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("0.0.0.0", port))
-        s.listen(128)
-        threads.append(threading.Thread(target=_tcp_loop, args=(s, args.name), daemon=True))
-    for port in args.udp:
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("0.0.0.0", port))
-        threads.append(threading.Thread(target=_udp_loop, args=(s, args.name), daemon=True))
-    for t in threads:
-        t.start()
+    servers = PodServers()
+    servers.add(args.name, open_sockets(args.tcp, args.udp))
     print("ready", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         threading.Event().wait()

@@ -9,10 +9,11 @@ import time
 import yaml
 
 from kpemu import lab
-from kpemu.kernel.fabric import apply_fabric
+from kpemu.jobs.execute import run_step
 from kpemu.kernel.netns import delete_netns
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
+from kpemu.plan.batch import fabric_steps
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.shell import plan_teardown_shell, plan_to_shell
 from scripts.bench import ROOT
@@ -61,14 +62,15 @@ def _time_kpemu(topo: Topology, runs: int) -> tuple[float, float]:
 def _time_fabric_only(topo: Topology, runs: int) -> tuple[float, float]:
     """The fabric alone (what the shell script does too): namespaces, links, addresses, routes, no rules."""
     plan = plan_fabric(topo)
+    steps = [s.to_json() for s in fabric_steps(plan)]
     ups, downs = [], []
     for _ in range(runs):
-        created: list[str] = []
         t0 = time.perf_counter()
-        apply_fabric(plan, created)
+        for step in steps:
+            run_step(step)
         t1 = time.perf_counter()
-        for ns in created:
-            delete_netns(ns)
+        for ns in plan.namespaces:
+            delete_netns(ns.name)
         ups.append(t1 - t0)
         downs.append(time.perf_counter() - t1)
     return statistics.median(ups), statistics.median(downs)

@@ -21,7 +21,8 @@ def _topology(services: int, backend: str = "nft") -> Topology:
         svcs.append({"name": f"svc-{i}", "clusterIP": ip, "endpoints": eps,
                      "ports": [{"name": "http", "port": 80, "targetPort": 8080}]})
     return Topology.model_validate({
-        "name": "bench", "kubeProxy": {"version": "1.33", "clusterCIDR": "10.244.0.0/16", "backend": backend},
+        "name": "bench", "kubeProxy": {"version": "1.33", "clusterCIDR": "10.244.0.0/16", "backend": backend,
+                                     "nfacct": False},  # no counters to create in the bench namespace
         "nodes": [{"name": "node1", "ip": "192.168.1.100", "podCIDR": "10.244.0.0/24"}],
         "services": svcs,
     })

@@ -12,6 +12,7 @@ from kpemu import lab
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.trace import FlowMatch, start_tracing
 from kpemu.model import topology_from_data
+from kpemu.statedir import scratch_dir
 from kpemu.traffic.procs import stop_processes
 from kpemu.traffic.runner import start_servers
 from scripts.bench import ROOT
@@ -24,7 +25,8 @@ FLOWS = (("client-0", "10.244.0.3", "10.96.0.10", 80), ("client", "10.242.72.50"
 def _flows(state: lab.LabState, nodes: dict[str, str], trace: bool) -> float:
     t0 = time.perf_counter()
     for member, client, dst, port in FLOWS:
-        session = start_tracing(nodes, FlowMatch("tcp", client, dst, port, BACKENDS, "bench")) if trace else None
+        session = start_tracing(nodes, FlowMatch("tcp", client, dst, port, BACKENDS, "bench"),
+                                workdir=scratch_dir(state.lab)) if trace else None
         try:
             nsmod.run_in(state.members[member], [sys.executable, "-m", "kpemu.traffic.client", "--flow", "b",
                                                  "--dst", dst, "--port", str(port), "--connections",

@@ -77,7 +77,7 @@ def test_report_md_has_by_column_hook_walk_claim_oracle_and_mermaid(nodeport: tu
     md = (out / "report.md").read_text()
     rep = data["flows"][0]["connections"][0]
     sep = SEP[next(h["dst"] for h in rep["hops"] if h["member"] == rep["backend"])]
-    row = next(line for line in md.splitlines() if line.startswith("| 5 | minikube/cni0 |"))
+    row = next(line for line in md.splitlines() if line.startswith("| 5 | ") and "| minikube/cni0 |" in line)
     assert f"DNAT by {sep}," in row and "KUBE-NODEPORTS" in row and SVC in row
     assert "KUBE-MARK-MASQ from KUBE-NODEPORTS" in row and "MASQUERADE in KUBE-POSTROUTING (mark 0x4000)" in row
     assert "PREROUTING (raw, nat) -> FORWARD (filter) -> POSTROUTING (nat)" in md
@@ -113,16 +113,16 @@ def test_no_trace_still_runs_and_says_so(tmp_path: Path) -> None:
 
 
 def test_report_html_renders_in_chromium(nodeport: tuple[Path, dict]) -> None:
-    from tests.integration.test_report_html import CHROMIUM, _chromium
+    from tests.integration.test_report_html import BROWSER, _browser
 
     out, _ = nodeport
     page = out / "report.html"
     assert page.is_file()
-    if CHROMIUM is None:
+    if BROWSER is None:
         pytest.skip("chromium is not installed (scripts/setup.sh installs it)")
-    shot = _chromium([f"--screenshot={out / 'report.png'}", "--window-size=1280,3000", page.resolve().as_uri()])
+    shot = _browser([f"--screenshot={out / 'report.png'}", "--window-size=1280,3000", page.resolve().as_uri()])
     assert (out / "report.png").stat().st_size > 10_000, shot.stderr[-2000:]
-    dom = _chromium(["--dump-dom", page.resolve().as_uri()])
+    dom = _browser(["--dump-dom", page.resolve().as_uri()])
     assert dom.returncode == 0, dom.stderr[-2000:]
     html = dom.stdout
     assert '<table class="hops">' in html and html.count("<tr>") >= 15

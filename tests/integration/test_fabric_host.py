@@ -54,9 +54,9 @@ def test_destroy_is_idempotent_and_kills_processes(flannel_lab) -> None:  # type
     sleeper = nsmod.popen_in(state.members["web-0"], ["sleep", "30"])
     assert nsmod.pids_in(state.members["web-0"])
     removed = lab.destroy(topo.name)
-    assert set(removed) == set(state.namespaces)
+    assert set(removed.namespaces) == set(state.namespaces)
     assert sleeper.wait(timeout=5) is not None
-    assert lab.destroy(topo.name) == []
+    assert lab.destroy(topo.name).namespaces == []
 
 
 def test_deploy_twice_is_refused_without_touching_the_first(flannel_lab) -> None:  # type: ignore[no-untyped-def]

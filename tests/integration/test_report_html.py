@@ -1,53 +1,108 @@
-"""report.html opens in headless Chromium (Debian's `chromium`, no network) without console
-errors, and the rendered DOM holds the hop table and the sequence diagram. The screenshot is
-kept in the run directory (runs/report-html/report.png)."""
+"""report.html in headless Chromium (Debian's `chromium`, or Google Chrome where that is what is
+installed), no network: no console errors, the rendered DOM holds what report.md has, and for every
+shipped scenario no text is clipped, cut or spills out of its box (clip_check.js, evaluated in the
+page). A screenshot of each is kept in runs/report-html/<scenario>/report.png.
+
+The reports are rendered from tests/data/reports/<scenario>.json.gz: real runs' hops.json (each flow
+trimmed to its first three connections; `python scripts/report_fixture.py runs/<name>` writes one).
+nodeport-ipvs's is a guest run's; hairpin-ipvs's and nodeport-ipvs-remote's are that run's data under
+their own scenario and flow names (same shape, until guest runs of those replace them).
+"""
 
 from __future__ import annotations
 
+import gzip
+import html
 import json
+import re
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 
 from kpemu.model import load_topology
+from kpemu.model.scenario import load_scenario
 from kpemu.report.html import render_html
-from tests.conftest import ROOT, TOPOLOGIES
+from tests.conftest import ROOT, SCENARIOS, TOPOLOGIES
 from tests.unit.test_mermaid import FLOW
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup.sh installs it)")
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+BROWSER = next((b for b in map(shutil.which, BROWSERS) if b), None)
+pytestmark = pytest.mark.skipif(BROWSER is None, reason="neither chromium nor Google Chrome is installed "
+                                                        "(scripts/setup.sh installs chromium)")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--enable-logging=stderr", "--v=0"]
+         "--enable-logging=stderr", "--v=0", "--window-size=1280,2000", "--hide-scrollbars"]
+CHECK = (Path(__file__).parent / "clip_check.js").read_text()
+DATA = ROOT / "tests" / "data" / "reports"
+SHIPPED = sorted(p.stem for p in SCENARIOS.glob("*.yaml"))
 
 
-def _chromium(args: list[str]) -> subprocess.CompletedProcess[str]:
+def _browser(args: list[str]) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory(prefix="kpemu-chromium-") as profile:
-        return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
+        return subprocess.run([BROWSER, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
                               text=True, timeout=120)
 
 
+def _render(page: Path) -> tuple[list[str], str]:
+    """Render `page` with clip_check.js added, keep its screenshot beside it as report.png; (the
+    problems clip_check.js found, the dumped DOM)."""
+    checked = page.with_name("clip-check.html")
+    checked.write_text(page.read_text().replace("</body>", f"<script>{CHECK}</script></body>"))
+    shot = page.with_name("report.png")
+    res = _browser([f"--screenshot={shot}", "--dump-dom", checked.resolve().as_uri()])
+    checked.unlink()
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert shot.stat().st_size > 10_000, res.stderr[-2000:]
+    assert "Uncaught" not in res.stderr and "CONSOLE" not in res.stderr, res.stderr[-2000:]
+    found = re.findall(r'<pre id="clip-check">(.*?)</pre>', res.stdout, re.S)
+    assert found, "clip_check.js did not run: " + res.stderr[-2000:]
+    return json.loads(html.unescape(found[-1])), res.stdout
+
+
 def test_report_html_renders_with_hop_table_and_diagram() -> None:
-    run = ROOT / "runs" / "report-html"
+    run = ROOT / "runs" / "report-html" / "synthetic"
     run.mkdir(parents=True, exist_ok=True)
     hops = {"scenario": "report-html", "runtime": "host", "kernel": "test", "ok": True,
             "flows": [dict(FLOW, ok=True, backends=["web-1"])], "checks": []}
-    (run / "hops.json").write_text(json.dumps(hops))
     page = run / "report.html"
     page.write_text(render_html(hops, load_topology(TOPOLOGIES / "flannel-vxlan.yaml"),
                                 {"np": {1: {"rules": ["nat -A KUBE-SEP-THCUGE4PYEGQIHCR ... -j DNAT"]}}}))
-    url = page.resolve().as_uri()
-    shot = _chromium([f"--screenshot={run / 'report.png'}", "--window-size=1280,2000", url])
-    assert (run / "report.png").stat().st_size > 10_000, shot.stderr[-2000:]
-    dom = _chromium(["--dump-dom", url])
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    html = dom.stdout
-    assert '<table class="hops">' in html and html.count("<tr>") >= 4
-    assert '<svg xmlns="http://www.w3.org/2000/svg" class="sequence"' in html
-    assert html.count('class="msg"') == 3 and 'class="note"' in html
-    assert 'class="topology"' in html and "mermaid-source" in html
-    assert "DNAT by KUBE-SEP-THCUGE4PYEGQIHCR" in html and "<details>" in html
-    for out in (shot.stderr, dom.stderr):
-        assert "CONSOLE" not in out and "Uncaught" not in out, out[-2000:]
+    problems, dom = _render(page)
+    assert problems == []
+    assert '<table class="hops">' in dom and dom.count("<tr>") >= 4
+    assert '<svg xmlns="http://www.w3.org/2000/svg" class="sequence"' in dom
+    assert dom.count('class="msg"') == 3 and 'class="note"' in dom
+    assert 'class="topology"' in dom and "mermaid-source" in dom
+    assert "DNAT by KUBE-SEP-THCUGE4PYEGQIHCR" in dom and "<details>" in dom
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_scenario_report_has_no_clipped_text(name: str) -> None:
+    data = DATA / f"{name}.json.gz"
+    assert data.is_file(), f"no saved run of {name}: python scripts/report_fixture.py runs/{name}"
+    hops = json.loads(gzip.decompress(data.read_bytes()))
+    run = ROOT / "runs" / "report-html" / name
+    run.mkdir(parents=True, exist_ok=True)
+    sc = load_scenario(SCENARIOS / f"{name}.yaml")
+    files = ["run.pcapng", "hops.json", "report.md", *(f"pcaps/flow-{f['name']}.pcapng" for f in hops["flows"])]
+    page = run / "report.html"
+    page.write_text(render_html(hops, sc.topology, files=files))
+    problems, dom = _render(page)
+    assert problems == [], "\n".join(problems)
+    # everything report.md has, and the way into Wireshark
+    for f in hops["flows"]:
+        assert f'id="flow-{f["name"]}"' in dom and f'href="#flow-{f["name"]}"' in dom
+        if f.get("hooks"):
+            assert "hook walk" in dom and f["hooks"][next(iter(f["hooks"]))]["text"].split(" ")[0] in dom
+        if f.get("oracle"):
+            assert "Model oracle vs kernel" in dom
+        if any(r["rule"].find("KUBE-") >= 0 for rows in (f.get("counters") or {}).values() for r in rows):
+            assert "Rule counters that moved" in dom
+        if f.get("ipvs_decisions"):
+            assert "IPVS decisions on" in dom
+        if any(c["hops"] for c in f["connections"]):
+            assert f"[{f['name']}#" in dom and "-d udp.port==8472,vxlan" in dom
+    assert '<a href="run.pcapng">' in dom and 'href="#expectations"' in dom

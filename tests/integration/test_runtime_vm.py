@@ -76,17 +76,3 @@ def test_boot_timeout_is_exit_3_with_console_tail(tmp_path: Path, guest_kernel: 
     assert "console" in r.stderr and (tmp_path / "guest-console.log").exists()
     assert not [ln for ln in subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True,
                                             check=False).stdout.split()], "qemu left running after the timeout"
-
-
-def test_deploy_picks_the_guest_when_this_kernel_cannot(guest_kernel: vm.GuestKernel) -> None:
-    """`kpemu deploy` of the calico/IPVS lab: auto picks the vm here, runs the exploring command
-    while the lab is up inside the guest, and leaves nothing on the host."""
-    if not probe(kvm=False).missing(GUEST_FEATURES):
-        pytest.skip("this kernel can deploy it natively")
-    res = kpemu("deploy", "topologies/calico-ipip.yaml", "--", str(ROOT / ".venv/bin/kpemu"), "exec", "calico",
-                "node1", "--", "ipvsadm", "-Sn", timeout=900)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "runtime: vm" in res.stdout
-    assert "-A -t 10.246.198.17:30080 -s rr" in res.stdout
-    assert "-a -t 10.246.198.17:30080 -r 192.168.97.10:80 -m -w 1" in res.stdout
-    assert not [n for n in os.listdir("/run/netns") if n.startswith("kp-calico-")]

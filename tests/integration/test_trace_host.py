@@ -33,11 +33,11 @@ from kpemu.analyse.hooks import check_hook_claim, hooks_only
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.counters import snapshot
-from kpemu.kernel.netfilter import restore, save
 from kpemu.kernel.trace import FlowMatch, start_tracing
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
 from kpemu.proxy.iptables import iptables_rules, restore_text
+from kpemu.statedir import scratch_dir
 from kpemu.traffic.procs import stop_processes
 from kpemu.traffic.runner import start_servers
 from tests.conftest import TOPOLOGIES, needs_root
@@ -45,6 +45,17 @@ from tests.conftest import TOPOLOGIES, needs_root
 pytestmark = [needs_root, pytest.mark.root]
 SVC = base64.b32encode(hashlib.sha256(b"default/web:httptcp").digest()).decode()[:16]
 BACKENDS = (("10.244.0.2", 80), ("10.244.1.5", 80), ("10.244.1.6", 80))
+
+
+def save(ns: str, backend: str = "nft", table: str | None = None) -> str:
+    """`iptables-save` in `ns` (one table or all)."""
+    return nsmod.run_in(ns, [f"iptables-{backend}-save", *(["-t", table] if table else [])]).stdout
+
+
+def restore(ns: str, text: str, backend: str = "nft") -> None:
+    """`iptables-restore --noflush` of `text` in `ns`."""
+    res = nsmod.run_in(ns, [f"iptables-{backend}-restore", "--noflush", "--wait"], input=text)
+    assert res.returncode == 0, res.stderr
 
 
 def sep(ip: str) -> str:
@@ -83,7 +94,7 @@ def _traced(topo: Topology, state: lab.LabState, member: str, client: str, dst: 
             tag: str) -> tuple[dict, dict[str, list[TracedPacket]], dict[str, list]]:
     nodes = {n.name: state.members[n.name] for n in topo.nodes}
     before = snapshot(nodes)
-    session = start_tracing(nodes, FlowMatch("tcp", client, dst, port, BACKENDS, tag))
+    session = start_tracing(nodes, FlowMatch("tcp", client, dst, port, BACKENDS, tag), workdir=scratch_dir(topo.name))
     assert session.unavailable is None
     try:
         conn = _connect(state, member, dst, port)

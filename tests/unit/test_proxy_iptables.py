@@ -31,7 +31,7 @@ def topo(version: str = "1.33", svc: dict[str, Any] | None = None, eps: int = 2,
     service = {"name": "web", "clusterIP": "10.96.100.10", "endpoints": endpoints,
                "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
     service.update(svc or {})
-    kube_proxy = {"version": version, "clusterCIDR": "10.244.0.0/16", "randomFully": True}
+    kube_proxy = {"version": version, "clusterCIDR": "10.244.0.0/16", "randomFully": True, "nfacct": False}
     kube_proxy.update(kp)
     return Topology.model_validate({
         "name": "ref", "kubeProxy": kube_proxy,
@@ -214,7 +214,13 @@ def test_knobs_masquerade_all_bit_random_fully_nodeport_addresses() -> None:
         ' in this chain" -d 192.168.0.2 -j KUBE-NODEPORTS')
     got = _restore(topo(localhostNodePorts=False, clusterCIDR=None))
     assert got["nat/KUBE-SERVICES"][-1].endswith("-m addrtype --dst-type LOCAL ! -d 127.0.0.0/8 -j KUBE-NODEPORTS")
-    assert "filter/KUBE-FIREWALL" not in got or all("block incoming" in r for r in got["filter/KUBE-FIREWALL"])
+    # kube-proxy writes no KUBE-FIREWALL without localhost NodePorts; kubelet's localnet rule is all it holds.
+    assert got["filter/KUBE-FIREWALL"] == [
+        '-A KUBE-FIREWALL -m comment --comment "block incoming localnet connections" -d 127.0.0.0/8'
+        ' ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP']
+    owners = {r.owner for r in iptables_rules(topo(localhostNodePorts=False, clusterCIDR=None), "node-a")
+              .tables["filter"].chain("KUBE-FIREWALL").rules}
+    assert owners == {"kubelet"}
     assert len(got[f"nat/KUBE-SVC-{H}"]) == 2  # no masquerade rule without cluster CIDR / masqueradeAll
 
 

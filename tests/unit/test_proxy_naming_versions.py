@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kpemu.cli import main
 from kpemu.model.topology import KubeProxy
 from kpemu.proxy import naming
 from kpemu.proxy.versions import flavour_for, flavour_for_minor
@@ -48,7 +49,7 @@ def test_service_port_name_colon_by_era() -> None:
 
 
 def test_every_release_has_a_flavour_and_boundaries() -> None:
-    for m in range(10, 34):
+    for m in range(10, 38):
         assert flavour_for_minor(m).minor == m
     f = {m: flavour_for_minor(m) for m in (14, 15, 16, 17, 18, 19, 20, 21, 23, 24, 25, 26, 28, 29, 33)}
     assert f[18].port_name_colon and not f[19].port_name_colon  # T1
@@ -73,3 +74,31 @@ def test_flavour_for_settings() -> None:
     assert flavour_for(KubeProxy(version="1.20", localhostNodePorts=False)).localhost_nodeports is True
     with pytest.raises(ValueError):
         flavour_for(KubeProxy(version="1.9"))
+    with pytest.raises(ValueError):
+        flavour_for(KubeProxy(version="1.38"))  # not released: 1.37 is the newest
+
+
+def test_nfacct_and_ipvs_deprecation_by_release() -> None:
+    assert [flavour_for(KubeProxy(version=f"1.{m}")).nfacct for m in (29, 30, 37)] == [False, True, True]
+    assert flavour_for(KubeProxy(version="1.37", nfacct=False)).nfacct is False
+    assert flavour_for(KubeProxy(version="1.29", nfacct=True)).nfacct is False  # no counters before 1.30
+    assert [flavour_for_minor(m).ipvs_deprecated for m in (34, 35, 37)] == [False, True, True]
+    # 1.34-1.37 change no iptables/IPVS rule text: only the deprecation flag differs from 1.33.
+    base = flavour_for_minor(33).as_dict()
+    for m in (34, 35, 36, 37):
+        diff = {k for k, v in flavour_for_minor(m).as_dict().items() if base[k] != v}
+        assert diff == ({"minor", "ipvs_deprecated"} if m >= 35 else {"minor"}), m
+
+
+@pytest.mark.parametrize(("mode", "version", "notice"), [("ipvs", "1.35", True), ("ipvs", "1.34", False),
+                                                         ("iptables", "1.37", False)])
+def test_rules_prints_kube_proxys_ipvs_deprecation_on_stderr(mode: str, version: str, notice: bool, tmp_path,
+                                                             capsys) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "t.yaml"
+    f.write_text(f'name: dep\nkubeProxy: {{mode: {mode}, version: "{version}"}}\n'
+                 "nodes: [{name: n1, ip: 10.246.0.2, podCIDR: 10.244.0.0/24}]\n")
+    assert main(["rules", str(f), "--node", "n1", "--format", "iptables-restore"]) == 0
+    out, err = capsys.readouterr()
+    expected = (f"kube-proxy {version} logs at startup: The ipvs proxier is now deprecated and may be removed in a "
+                "future release. Please use 'nftables' instead.\n")
+    assert err == (expected if notice else "") and out.startswith("*")

@@ -9,7 +9,8 @@ import yaml
 
 from kpemu.cli import main
 from kpemu.errors import InputError
-from kpemu.model.scenario import is_scenario_file, load_scenario
+from kpemu.model.scenario import Scenario, load_file, load_scenario
+from kpemu.model.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -38,11 +39,11 @@ def test_shipped_scenarios_are_valid(path: Path) -> None:
     sc = load_scenario(path)
     assert sc.name == path.stem
     assert sc.topology.name == sc.name  # the lab is named after the scenario, not the topology
-    assert is_scenario_file(path)
+    assert isinstance(load_file(path), Scenario)
 
 
 def test_topology_file_is_not_a_scenario() -> None:
-    assert not is_scenario_file(ROOT / "topologies" / "flannel-vxlan.yaml")
+    assert isinstance(load_file(ROOT / "topologies" / "flannel-vxlan.yaml"), Topology)
 
 
 def test_targets_resolve(tmp_path: Path) -> None:

@@ -1,11 +1,13 @@
 """Seed 000 (IPVS mode, calico IPIP, kube-proxy 1.20): topologies/calico-ipip.yaml, node1.
 
-The seed's lines are copied below verbatim (typographic quotes included); when shared/seeds is
-beside the repository the test also checks they really are in the seed file.
+The seed's facts (its ipset listings, rule lines and IPVS lines) are kept verbatim in
+tests/data/seed-000.facts (typographic quotes and trailing annotations included); the lists below
+are read from there.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -15,40 +17,30 @@ from kpemu.proxy.ipvs import ipvs_rules
 from kpemu.proxy.save import rule_lines, ruleset_from_restore, save_text
 
 REPO = Path(__file__).resolve().parents[2]
-SEED = REPO.parent / "shared" / "seeds" / "000_cd705ed516f9863f.txt"
+FACTS = (REPO / "tests" / "data" / "seed-000.facts").read_text().splitlines()
 
-SEED_CLUSTER_IP = [
-    "192.168.96.3,tcp:9153",
-    "192.168.96.1,tcp:443",
-    "192.168.96.165,tcp:80",
-    "192.168.96.3,tcp:53",
-    "192.168.96.69,tcp:80",
-    "192.168.96.3,udp:53",
-    "192.168.96.126,tcp:80",
-]
-SEED_LOOP_BACK = [
-    "192.168.97.5,tcp:9153,192.168.97.5",
-    "192.168.97.5,udp:53,192.168.97.5",
-    "192.168.97.5,tcp:53,192.168.97.5",
-]
-# The seed's rule lines, with its trailing "//" and "#" annotations removed.
-SEED_RULES = [
-    '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
-    '-A KUBE-SERVICES ! -s 192.168.97.0/24 -m comment --comment "Kubernetes service cluster ip + port for '
-    'masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ',
-    "-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT",
-    '-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set '
-    "--match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ",
-    "-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000",
-    "-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT",
-    "-A POSTROUTING -m comment --comment “kubernetes postrouting rules” -j KUBE-POSTROUTING",
-    "-A KUBE-POSTROUTING -m comment --comment “Kubernetes endpoints dst ip:port, source ip for solving hairpin "
-    "purpose” -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE",
-    "-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN",
-    "-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0",
-    "-A KUBE-POSTROUTING -m comment --comment “kubernetes service traffic requiring SNAT” -j MASQUERADE "
-    "--random-fully",
-]
+
+def _members(name: str) -> list[str]:
+    """The members listed under `Name: <name>` ... `Members:`."""
+    i = FACTS.index(f"Name: {name}")
+    i = FACTS.index("Members:", i) + 1
+    out = []
+    while i < len(FACTS) and re.match(r"^\d+\.\d+\.\d+\.\d+,", FACTS[i]):
+        out.append(FACTS[i])
+        i += 1
+    return out
+
+
+def _rule(line: str) -> str:
+    """A rule line without the note's indentation, leading `//` and trailing `//` / `#` annotations."""
+    line = line.strip().removeprefix("// ")
+    return re.split(r" ?//| # ", line, maxsplit=1)[0].rstrip()
+
+
+SEED_CLUSTER_IP = _members("KUBE-CLUSTER-IP")
+SEED_LOOP_BACK = _members("KUBE-LOOP-BACK")
+SEED_RULES = [_rule(ln) for ln in FACTS if "-A " in ln]
+SEED_IPVS = [ln for ln in FACTS if ln.startswith(("TCP ", "-> "))]
 
 
 def normalise(line: str) -> str:
@@ -61,13 +53,10 @@ def state():  # type: ignore[no-untyped-def]
     return ipvs_rules(load_topology(REPO / "topologies" / "calico-ipip.yaml"), "node1")
 
 
-@pytest.mark.skipif(not SEED.exists(), reason="shared/seeds is not beside the repository")
-def test_quoted_lines_are_the_seeds() -> None:
-    text = SEED.read_text()
-    for member in SEED_CLUSTER_IP + SEED_LOOP_BACK:
-        assert f"\n{member}\n" in text
-    for rule in SEED_RULES:
-        assert rule in text
+def test_facts_hold_what_the_tests_use() -> None:
+    assert len(SEED_CLUSTER_IP) == 7 and len(SEED_LOOP_BACK) == 3 and len(SEED_RULES) == 11
+    assert SEED_RULES[4] == "-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000"
+    assert SEED_IPVS == ["TCP 10.246.198.17:30080 rr", "-> 192.168.97.10:80 Masq 1 0 0"]
 
 
 def test_cluster_ip_set_is_exactly_the_seeds(state) -> None:  # type: ignore[no-untyped-def]
@@ -96,7 +85,7 @@ def test_saved_rules_contain_the_seeds_lines_in_order(state) -> None:  # type: i
 
 
 def test_nodeport_virtual_server_of_the_seed(state) -> None:  # type: ignore[no-untyped-def]
-    # Seed: "TCP 10.246.198.17:30080 rr -> 192.168.97.10:80 Masq 1 0 0"
+    # Seed: SEED_IPVS ("TCP 10.246.198.17:30080 rr", "-> 192.168.97.10:80 Masq 1 0 0")
     text = state.ipvsadm_text()
     assert "-A -t 10.246.198.17:30080 -s rr\n-a -t 10.246.198.17:30080 -r 192.168.97.10:80 -m -w 1\n" in text
     assert "192.168.96.165" in state.bound_addresses

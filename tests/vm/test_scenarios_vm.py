@@ -1,23 +1,21 @@
-"""The IPVS / calico-IPIP scenarios (seed 000). They need ip_vs, ipip and dummy, so on this host they
-run inside the guest kernel (tests/vm/conftest.py boots it once); each calls the real CLI."""
+"""The IPVS / calico-IPIP scenarios of seed 000, through `kpemu run` as users run them (natively, or in the
+warm guest of the session): captures at every hop, the ledger's attribution, and the model oracle."""
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.vm.conftest import kpemu
+
 pytestmark = pytest.mark.vm
 
 
 def run_scenario(name: str, out: Path) -> dict:
-    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", f"scenarios/{name}.yaml", "--runtime", "host",
-                          "--out", str(out), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    res = kpemu("run", f"scenarios/{name}.yaml", "--out", str(out), "--json")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return json.loads(res.stdout)
 
@@ -28,20 +26,45 @@ def sightings(f: dict, point: str, direction: str = "request") -> list[dict]:
             if h["member"] == member and h["interface"] == iface and h["direction"] == direction]
 
 
-def test_nodeport_ipvs_seed_000(tmp_path: Path) -> None:
-    data = run_scenario("nodeport-ipvs", tmp_path)
+@pytest.fixture(scope="module")
+def nodeport_ipvs(runtime: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("nodeport-ipvs")
+    return run_scenario("nodeport-ipvs", out), out
+
+
+def test_nodeport_ipvs_seed_000(nodeport_ipvs: tuple[dict, Path]) -> None:
+    data, out = nodeport_ipvs
     f = data["flows"][0]
     assert f["backends"] == ["nginx-0"]
-    text = next((tmp_path / "capture").glob("*-nginx-0_eth0.txt")).read_text()
+    text = next((out / "capture").glob("*-nginx-0_eth0.txt")).read_text()
     assert re.search(r"IP 192\.168\.97\.1\.\d+ > 192\.168\.97\.10\.80: Flags \[S\]", text), text
     back = sightings(f, "client/eth0", "reply")
     assert back and (back[0]["src"], back[0]["sport"], back[0]["dst"]) == ("10.246.198.17", 30080, "10.242.72.50")
     assert f["ipvs"] and f["ipvs"][0]["destination"] == "192.168.97.10:80"
-    ipset = (tmp_path / "rules" / "node1.ipset").read_text()
+    ipset = (out / "rules" / "node1.ipset").read_text()
     assert "add KUBE-LOOP-BACK 192.168.97.5,tcp:9153,192.168.97.5" in ipset
 
 
-def test_nodeport_ipvs_remote_crosses_ipip(tmp_path: Path) -> None:
+def test_nodeport_ipvs_is_explained_and_the_oracle_agrees(nodeport_ipvs: tuple[dict, Path]) -> None:
+    data, out = nodeport_ipvs
+    f = data["flows"][0]
+    assert data["mode"] == "ipvs" and f["trace"]["available"], f["trace"]
+    dnat = [ch for h in f["hops"] for ch in h["changed_by"] if ch["kind"] == "DNAT"]
+    assert dnat and dnat[0]["node"] == "node1" and "IPVS rr -> 192.168.97.10:80" in dnat[0]["by"], dnat
+    snat = [ch for h in f["hops"] for ch in h["changed_by"] if ch["kind"] == "SNAT"]
+    assert snat and any(b.startswith("MASQUERADE in KUBE-POSTROUTING") for b in snat[0]["by"]), snat
+    assert "KUBE-NODE-PORT" in f["chains"]["node1"] and "KUBE-MARK-MASQ" in f["chains"]["node1"], f["chains"]
+    by = [b for c in f["connections"] for h in c["hops"] for ch in h["changed_by"] for b in ch["by"]]
+    assert any(b.startswith("KUBE-MARK-MASQ from ") for b in by), by  # the trace attributes the mark
+    assert f["oracle"]["agree"] is True and f["oracle"]["checked"] >= 1, f["oracle"]
+    hooks = f["hooks"]["node1"]["text"]
+    assert hooks.startswith("PREROUTING") and "INPUT" in hooks, hooks  # IPVS acts at LOCAL_IN
+    md = (out / "report.md").read_text()
+    assert "IPVS rr -> 192.168.97.10:80" in md and "KUBE-NODE-PORT" in md and "Model oracle vs kernel: **agree**" in md
+    assert (out / "report.html").is_file()
+
+
+def test_nodeport_ipvs_remote_crosses_ipip(runtime: str, tmp_path: Path) -> None:
     f = run_scenario("nodeport-ipvs-remote", tmp_path)["flows"][0]
     # the underlay port of node1 sees the client's packet (plain) and node1's copy to node2 (IPIP)
     ipip = [h for h in sightings(f, "underlay/n-node1") if h["outer"]]
@@ -50,7 +73,7 @@ def test_nodeport_ipvs_remote_crosses_ipip(tmp_path: Path) -> None:
     assert {h["src"] for h in sightings(f, "nginx-1/eth0")} == {"192.168.97.1"}
 
 
-def test_hairpin_ipvs(tmp_path: Path) -> None:
+def test_hairpin_ipvs(runtime: str, tmp_path: Path) -> None:
     f = run_scenario("hairpin-ipvs", tmp_path)["flows"][0]
     assert f["backends"] == ["coredns-0"]
     srcs = {h["src"] for h in sightings(f, "coredns-0/eth0")}

@@ -1,0 +1,130 @@
+"""Explain a flow in nftables mode (pure): `nft monitor trace` hops against the nft oracle.
+
+For every traced packet (its trace groups joined across NAT, nfttrace.journeys) that enters
+kube-proxy's table as a new request (its first kube-proxy
+`packet:` line is not a reply from the service or a backend), the kube-proxy rules the kernel
+reports are compared with the outcomes kpemu.analyse.nftwalk predicts for the same packet on the
+same node; each hop of the first such packet per node is attributed to the rule, verdict-map
+element or numgen arm that acted (kpemu.analyse.nfttrace.attribute), and the ledger's DNAT / SNAT
+changes say which chain, map element and numgen arm made them (`changed_by[].by`).
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+
+from kpemu.analyse.attribution import _ct_phrase, _outer_phrase
+from kpemu.analyse.explain import FlowExplanation, TraceData
+from kpemu.analyse.ledger import FlowLedger
+from kpemu.analyse.nfttrace import KUBE_PROXY, NftHop, attribute, journeys, kube_path
+from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
+from kpemu.model.scenario import ResolvedFlow
+from kpemu.model.topology import Topology
+from kpemu.proxy.nftables import nftables_transaction
+from kpemu.proxy.nftables.tx import Table
+
+
+def _packet(hop: NftHop, proto: str) -> Packet | None:
+    """The oracle's Packet for a kube-proxy `packet:` line (None if its fields are missing)."""
+    text = hop.packet or ""
+    src, dst = re.search(r"\bip saddr (\S+)", text), re.search(r"\bip daddr (\S+)", text)
+    sport, dport = re.search(rf"\b{proto} sport (\d+)", text), re.search(rf"\b{proto} dport (\d+)", text)
+    if not (src and dst and sport and dport):
+        return None
+    origin = "remote" if re.search(r'\biif "', text) else "local"
+    return Packet(src[1], dst[1], int(dport[1]), proto, int(sport[1]), origin)
+
+
+def _kernel_dnat(hops: list[NftHop]) -> str | None:
+    for h in hops:
+        m = re.search(r"dnat (?:ip )?to (\S+)$", h.rule_text or "")
+        if h.table == KUBE_PROXY and m and h.verdict == "accept":
+            return m[1]
+    return None
+
+
+def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData) -> FlowExplanation:
+    """Model vs kernel and per-hop attribution for one flow from each node's `nft monitor trace`."""
+    ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
+    _attribute_ledger(topo, fl, data.texts)
+    proto = flow.protocol.lower()
+    replies_from = {flow.dst_ip} | {ip for ip, _ in _backends(topo, flow)}
+    for node, text in sorted(data.texts.items()):
+        table = None
+        for hops in journeys(text):
+            first = next((h for h in hops if h.table == KUBE_PROXY and h.packet is not None), None)
+            pkt = _packet(first, proto) if first else None
+            if pkt is None or pkt.src in replies_from:
+                continue
+            pred = predict_for_topology(topo, node, pkt)
+            for d in compare_paths(pred, kube_path(hops), _kernel_dnat(hops)):
+                if d.describe() not in ex.disagreements:
+                    ex.disagreements.append(d.describe())
+            ex.oracle_checked += 1
+            if node not in ex.oracle_nodes:
+                ex.oracle_nodes.append(node)
+            if node not in ex.chains:
+                table = table or nftables_transaction(topo, node).table()
+                acted = [h for h in hops if h.table == KUBE_PROXY and h.rule is not None]
+                ex.chains[node] = list(dict.fromkeys(h.chain for h in acted))
+                walk = [[h.chain, f"{attribute(h, table, first.packet)} -> {h.verdict}"] for h in acted]  # type: ignore[union-attr]
+                ex.hooks[node] = {"walk": walk, "text": " -> ".join(ex.chains[node])}
+    if ex.traced and not ex.oracle_checked and ex.reason is None:
+        ex.reason = "no new request packet entered kube-proxy's table in the trace"
+    return ex
+
+
+def _backends(topo: Topology, flow: ResolvedFlow) -> list[tuple[str, int]]:
+    ips = {p.name: p.ip for p in topo.pods}
+    return [(ips[c], 0) for c in flow.candidates if c in ips]
+
+
+def _ip_id(hops: list[NftHop]) -> int | None:
+    m = next((re.search(r"\bip id (\d+)", h.packet) for h in hops if h.packet), None)
+    return int(m[1]) if m else None
+
+
+def _nat_phrases(hops: list[NftHop], table: Table) -> dict[str, list[str]]:
+    """What kube-proxy's rules did to one packet: the DNAT (chain and how it was chosen), the
+    masquerade mark, the masquerade itself."""
+    out: dict[str, list[str]] = {"DNAT": [], "SNAT": [], "MARK": []}
+    pkt = next((h.packet for h in hops if h.packet), None)
+    acted = [h for h in hops if h.table == KUBE_PROXY and h.rule is not None]
+    choices = [h for h in acted if re.search(r"vmap (@|\{)", h.rule_text or "")
+               or (h.rule_text or "").startswith("ip saddr @affinity-")]
+    for h in acted:
+        text = h.rule_text or ""
+        if re.search(r"\bdnat (?:ip )?to \S+$", text) and h.verdict == "accept":
+            via = "; ".join(attribute(x, table, pkt) for x in choices)
+            out["DNAT"].append(f"DNAT by {h.chain}" + (f" (via {via})" if via else ""))
+        elif text.startswith("masquerade") and h.verdict == "accept":
+            out["SNAT"].append(f"masquerade by {h.chain}")
+        elif h.verdict == "jump mark-for-masquerade" and f"masquerade mark by {h.chain}" not in out["MARK"]:
+            out["MARK"].append(f"masquerade mark by {h.chain}")
+    return out
+
+
+def _attribute_ledger(topo: Topology, fl: FlowLedger, texts: dict[str, str]) -> None:
+    """Fill `changed_by[].by` from each node's trace (packets matched by node and IP id)."""
+    by_id = {(node, _ip_id(j)): j for node, text in texts.items() for j in journeys(text)}
+    tables: dict[str, Table] = {}
+    for cl in fl.connections:
+        for hops in (cl.request, cl.reply):
+            for prev, hop in pairwise(hops):
+                for ch in hop.changed_by:
+                    node = ch.node or ""
+                    journey = by_id.get((node, hop.pkt.ip_id))
+                    if ch.kind in ("DNAT", "SNAT") and journey and node in {n.name for n in topo.nodes}:
+                        if node not in tables:
+                            tables[node] = nftables_transaction(topo, node).table()
+                        said = _nat_phrases(journey, tables[node])
+                        ch.by += said["DNAT"] + said["MARK"] if ch.kind == "DNAT" else said["SNAT"]
+                    elif ch.kind in ("encap", "decap"):
+                        phrase = _outer_phrase(ch.kind, hop, prev)
+                        if phrase:
+                            ch.by.append(phrase)
+                    elif ch.kind in ("un-DNAT", "un-SNAT"):
+                        ct = _ct_phrase(cl.conntrack, ch.node)
+                        if ct:
+                            ch.by.append(f"reverse NAT by {ct}")

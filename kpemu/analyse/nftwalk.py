@@ -1,0 +1,276 @@
+"""The model oracle for nftables mode (pure): walk kube-proxy's `table ip kube-proxy` for one packet.
+
+Like upstream's tracePacket (pkg/proxy/nftables/helpers_test.go) but in kernel order: the base
+chains of each hook run by priority (prerouting, then input or forward after the routing
+decision, or output for a local process; postrouting last), `jump` / `goto` / `return` behave as in
+the kernel, verdict maps are looked up by their concatenated key, `numgen random mod N vmap`
+splits the walk into N outcomes of probability 1/N, sets and anonymous sets are CIDR-aware,
+`fib ... type local` asks the node's addresses, and the mark is tracked through `mark set` /
+`mark and M == 0 return`. Every matching rule is a step whose verdict is what `nft monitor trace`
+prints for it (`continue`, `jump X`, `goto X`, `return`, `accept`, `drop`), so the kernel's trace
+and the model can be compared rule by rule.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step
+from kpemu.proxy.nftables.tx import Chain, Table
+
+TABLE = "kube-proxy"
+_MAX_DEPTH = 32
+_HOOK_ORDER = {"remote-local": ("prerouting", "input"), "remote-forward": ("prerouting", "forward", "postrouting"),
+               "local": ("output", "postrouting")}
+
+
+@dataclass(frozen=True)
+class NftRule:
+    """A matched nft rule as an oracle step: chain, text as kube-proxy wrote it, comment, and the
+    verdict it gave (`target`, as `nft monitor trace` prints it)."""
+
+    chain: str
+    text: str
+    comment: str | None
+    target: str
+
+    def restore_line(self) -> str:
+        """The rule as kube-proxy's transaction line (what reports quote)."""
+        tail = f' comment "{self.comment}"' if self.comment else ""
+        return f"add rule ip {TABLE} {self.chain} {self.text}{tail}"
+
+
+@dataclass(frozen=True)
+class _St:
+    pkt: Packet
+    src: str
+    dst: str
+    dport: int
+    mark: int
+    steps: tuple[Step, ...] = ()
+    dnat: str | None = None
+    ep_chain: str | None = None
+    marked: bool = False
+    masq: bool = False
+    masq_chain: str | None = None
+
+
+def _in(addr: str, net: str) -> bool:
+    return ipaddress.IPv4Address(addr) in ipaddress.ip_network(net.strip(), strict=False)
+
+
+class _Walker:
+    def __init__(self, table: Table, local: set[str], masq_bit: int | None):
+        self.t, self.local, self.masq_bit = table, local, masq_bit
+
+    # -- matches ---------------------------------------------------------------------------------
+    def _lookup(self, name: str, key: tuple[str, ...]) -> str | None:
+        s = self.t.sets.get(name)
+        if s is None:
+            return None
+        return next((e.value for e in s.elements if e.key == key), None)
+
+    def _in_set(self, name: str, addr: str) -> bool:
+        s = self.t.sets.get(name)
+        return s is not None and any(_in(addr, e.key[0]) for e in s.elements)
+
+    def _addr(self, st: _St, which: str) -> str:
+        return st.src if which == "s" else st.dst
+
+    def _match(self, text: str, st: _St) -> tuple[bool, str]:
+        """Consume the match part of a rule; (matched, the rest: the statement/verdict part)."""
+        rest = text
+        while rest:
+            m = re.match(r"ct state new\s*", rest)
+            if m:
+                rest = rest[m.end():]
+                continue
+            if re.match(r"ct state invalid\s*", rest):  # the first packet of a connection is new
+                return False, ""
+            m = re.match(r"ip daddr \. meta l4proto \. th dport (\. ip saddr )?@(\S+)\s*", rest)
+            if m and not re.match(r"vmap ", rest[m.end():]):
+                key = (st.dst, st.pkt.proto, str(st.dport))
+                s = self.t.sets.get(m[2])
+                hit = s is not None and any(e.key[:3] == key and (not m[1] or _in(st.src, e.key[3]))
+                                            for e in s.elements)
+                if not hit:
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"ip daddr \. meta l4proto \. th dport vmap @(\S+)$", rest)
+            if m:
+                v = self._lookup(m[1], (st.dst, st.pkt.proto, str(st.dport)))
+                return (v is not None, v or "")
+            m = re.match(r"meta l4proto \. th dport vmap @(\S+)$", rest)
+            if m:
+                v = self._lookup(m[1], (st.pkt.proto, str(st.dport)))
+                return (v is not None, v or "")
+            m = re.match(r"ip ([sd])addr (!= )?@(\S+)\s*", rest)
+            if m:
+                if self._in_set(m[3], self._addr(st, m[1])) == bool(m[2]):
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"ip ([sd])addr (!= )?\{ ([^}]*) \}\s*", rest)
+            if m:
+                hit = any(_in(self._addr(st, m[1]), c) for c in m[3].split(","))
+                if hit == bool(m[2]):
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"ip ([sd])addr (!= )?([0-9./]+)\s*", rest)
+            if m:
+                if _in(self._addr(st, m[1]), m[3]) == bool(m[2]):
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"fib ([sd])addr type local\s*", rest)
+            if m:
+                if self._addr(st, m[1]) not in self.local:
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"(tcp|udp|sctp) dport (\d+)\s*", rest)
+            if m:
+                if (m[1], int(m[2])) != (st.pkt.proto, st.dport):
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"mark and (0x[0-9a-f]+) == 0\s*", rest)
+            if m:
+                if st.mark & int(m[1], 16):
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            return True, rest
+        return True, ""
+
+    # -- walking ---------------------------------------------------------------------------------
+    def chain(self, name: str, st: _St, prob: float, depth: int = 0) -> list[tuple[float, _St, str]]:
+        """Walk chain `name`: [(probability, state, end)], end "return" when it falls through or
+        returns, else the terminal verdict (accept, drop)."""
+        if depth > _MAX_DEPTH:
+            raise ValueError(f"rule loop at chain {name}")
+        return self._from(self.t.chains[name], 0, st, prob, depth)
+
+    def _from(self, c: Chain, i: int, st: _St, prob: float, depth: int) -> list[tuple[float, _St, str]]:
+        out: list[tuple[float, _St, str]] = []
+        while i < len(c.rules):
+            rule = c.rules[i]
+            ok, action = self._match(rule.text, st)
+            if not ok:
+                i += 1
+                continue
+            for pr, s, end in self._action(c, rule.text, rule.comment, action, st, prob, depth):
+                if end == "continue":
+                    out += self._from(c, i + 1, s, pr, depth)
+                else:
+                    out.append((pr, s, end))
+            return out
+        out.append((prob, st, "return"))
+        return out
+
+    def _step(self, st: _St, chain: str, text: str, comment: str | None, verdict: str) -> tuple[Step, ...]:
+        return (*st.steps, Step(TABLE, chain, NftRule(chain, text, comment, verdict), verdict))  # type: ignore[arg-type]
+
+    def _action(self, c: Chain, text: str, comment: str | None, action: str, st: _St, prob: float,
+                depth: int) -> list[tuple[float, _St, str]]:
+        step = lambda v, s=st: self._step(s, c.name, text, comment, v)  # noqa: E731
+        m = re.match(r"numgen random mod (\d+) vmap \{ (.*) \}$", action)
+        if m:
+            arms = [a.split(" : ", 1)[1].strip() for a in m[2].split(" , ")]
+            n = int(m[1])
+            out = []
+            for verdict in arms:
+                out += self._verdict(c, text, comment, verdict, st, prob / n, depth)
+            return out
+        m = re.match(r"mark set mark (or|xor) (0x[0-9a-f]+)$", action)
+        if m:
+            v = int(m[2], 16)
+            mark = st.mark | v if m[1] == "or" else st.mark ^ v
+            marked = st.marked or (m[1] == "or" and self.masq_bit is not None and bool(mark & self.masq_bit))
+            return [(prob, replace(st, steps=step("continue"), mark=mark, marked=marked), "continue")]
+        if action.startswith("update @"):
+            return [(prob, replace(st, steps=step("continue")), "continue")]
+        m = re.match(r"meta l4proto \S+ dnat to (\S+)$", action)
+        if m:
+            ip, _, port = m[1].rpartition(":")
+            s = replace(st, steps=step("accept"), dnat=m[1], ep_chain=c.name, dst=ip, dport=int(port))
+            return [(prob, s, "accept")]
+        if action == "masquerade fully-random":
+            return [(prob, replace(st, steps=step("accept"), masq=True, masq_chain=c.name), "accept")]
+        return self._verdict(c, text, comment, action or "continue", st, prob, depth)
+
+    def _verdict(self, c: Chain, text: str, comment: str | None, verdict: str, st: _St, prob: float,
+                 depth: int) -> list[tuple[float, _St, str]]:
+        nft_verdict = "drop" if verdict == "reject" else verdict
+        s = replace(st, steps=self._step(st, c.name, text, comment, nft_verdict))
+        word, _, target = verdict.partition(" ")
+        if word in ("accept", "drop", "reject"):
+            return [(prob, s, word)]
+        if word == "return":
+            return [(prob, s, "return")]
+        if word == "continue":
+            return [(prob, s, "continue")]
+        if target == "mark-for-masquerade" and word == "jump":
+            s = replace(s, marked=True)
+        out = []
+        for pr, s2, end in self.chain(target, s, prob, depth + 1):
+            if end != "return":
+                out.append((pr, s2, end))
+            else:  # back from the callee: jump continues here, goto returns from this chain too
+                out.append((pr, s2, "continue" if word == "jump" else "return"))
+        return out
+
+    def hook(self, hook: str, states: list[tuple[float, _St]],
+             done: list[tuple[float, _St, str]]) -> list[tuple[float, _St]]:
+        """Run every base chain of `hook` by priority; drops and rejects go to `done`."""
+        bases = sorted((c for c in self.t.chains.values() if c.hook and c.hook.hook == hook),
+                       key=lambda c: c.hook.priority if c.hook else 0)
+        for base in bases:
+            nxt = []
+            for prob, st in states:
+                for pr, s, end in self.chain(base.name, st, prob):
+                    if end in ("drop", "reject"):
+                        done.append((pr, s, end.upper()))
+                    else:
+                        nxt.append((pr, s))
+            states = nxt
+        return states
+
+
+def predict_nft(table: Table, pkt: Packet, local: Iterable[str], node: str = "",
+                masq_mark: int | None = 0x4000) -> Prediction:
+    """All outcomes of `pkt` on a node whose kube-proxy table is `table` and whose own addresses
+    are `local`; `masq_mark` is the masquerade bit (what makes `marked_masq` true)."""
+    local_set = set(local)
+    w = _Walker(table, local_set, masq_mark)
+    st = _St(pkt, pkt.src, pkt.dst, pkt.dport, pkt.mark)
+    done: list[tuple[float, _St, str]] = []
+    finals: list[tuple[float, _St, tuple[str, ...]]] = []
+    if pkt.origin == "local":
+        for pr, s in w.hook("postrouting", w.hook("output", [(1.0, st)], done), done):
+            finals.append((pr, s, ("OUTPUT", "POSTROUTING")))
+    else:
+        for prob, s in w.hook("prerouting", [(1.0, st)], done):
+            to_local = s.dst in local_set or _in(s.dst, "127.0.0.0/8")
+            hooks = _HOOK_ORDER["remote-local" if to_local else "remote-forward"]
+            path = [(prob, s)]
+            for h in hooks[1:]:
+                path = w.hook(h, path, done)
+            finals += [(pr, x, tuple(h.upper() for h in hooks)) for pr, x in path]
+    pred = Prediction(pkt, node)
+    for prob, s, verdict in done:
+        pred.outcomes.append(_outcome(prob, s, verdict, ()))
+    for prob, s, hooks in finals:
+        pred.outcomes.append(_outcome(prob, s, "ACCEPT", hooks))
+    return pred
+
+
+def _outcome(prob: float, s: _St, verdict: str, hooks: tuple[str, ...]) -> Outcome:
+    return Outcome(probability=round(prob, 10), steps=s.steps, hooks=hooks, verdict=verdict, dnat=s.dnat,
+                   endpoint_chain=s.ep_chain, mark=s.mark, marked_masq=s.marked, masquerade=s.masq,
+                   masquerade_chain=s.masq_chain)

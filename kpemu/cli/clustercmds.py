@@ -1,0 +1,170 @@
+"""`import`, `check-node`, `trace`: real clusters in (Kubernetes objects, a node's dumps); no root."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kpemu.cli.base import add_command
+from kpemu.errors import InputError
+
+if TYPE_CHECKING:
+    from kpemu.model.topology import Topology
+
+
+def _topology(path: str | None) -> Topology | None:
+    from kpemu.model import load_topology
+
+    return load_topology(path) if path else None
+
+
+def _known_node(topo: Topology, node: str) -> None:
+    names = [n.name for n in topo.nodes]
+    if node not in names:
+        raise InputError(f"--node {node!r} is not a node of topology {topo.name!r}; valid nodes: {', '.join(names)}")
+
+
+def _no_nft(args: argparse.Namespace) -> None:
+    if getattr(args, "nft", None):
+        raise InputError(f"kpemu {args.command} --nft: nftables dumps (nft list ruleset) are not read yet; "
+                         "kube-proxy's nftables mode is being added. Use --iptables-save, or --ipvs with --ipset")
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from kpemu.dumps.trace import node_rules, packet, parse_endpoint, render_trace, run_trace, trace_json
+
+    _no_nft(args)
+    src = parse_endpoint(args.src, "--src", need_port=False)
+    dst = parse_endpoint(args.dst, "--dst", need_port=True)
+    node_ips = [parse_endpoint(ip, "--node-ip", need_port=False)[0] for ip in args.node_ip]
+    topo = _topology(args.topology)
+    if topo is not None:
+        _known_node(topo, args.node)
+    nr = node_rules(topo, args.node, node_ips, args.iptables_save, args.ipvs, args.ipset)
+    pod_cidr = topo.node(args.node).podCIDR if topo is not None else None
+    pkt, origin = packet(nr, src, dst, args.proto, pod_cidr, args.from_)
+    pred = run_trace(nr, pkt)
+    if args.output == "json":
+        print(json.dumps(trace_json(nr, pred, origin), indent=2))
+    else:
+        print(render_trace(nr, pred, origin), end="")
+    return 0
+
+
+def _count(items: list, noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    import sys
+
+    from kpemu.k8s.convert import topology_data
+    from kpemu.k8s.load import render_topology
+    from kpemu.k8s.objects import read_objects
+    from kpemu.model import topology_from_data
+
+    imported = topology_data(read_objects(args.sources), cni=args.cni, name=args.name)
+    topo = topology_from_data(imported.data, f"the topology imported from {', '.join(args.sources)}")
+    where = Path(args.output).parent if args.output else Path.cwd()
+    text = _schema_line(where) + render_topology(imported, args.sources)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        print(text, end="")
+    fields = sum(len(f) for f in imported.unmodelled.values())
+    print(f"imported {_count(topo.nodes, 'node')}, {_count(topo.pods, 'pod')}, {_count(topo.services, 'service')}"
+          f"{' into ' + args.output if args.output else ''}; {_count(imported.notes, 'note')} and "
+          f"{fields} fields not modelled are listed at the top of the topology", file=sys.stderr)
+    return 0
+
+
+def _schema_line(where: Path) -> str:
+    """The line editors read the topology schema from, relative to where the file goes."""
+    import os
+
+    from kpemu.examples import ROOT
+
+    schema = (ROOT / "schemas" / "topology.schema.json").resolve()
+    return f"# yaml-language-server: $schema={os.path.relpath(schema, where.resolve())}\n"
+
+
+def cmd_check_node(args: argparse.Namespace) -> int:
+    from kpemu.dumps.drift import check_node, drift_json, render_drift
+    from kpemu.dumps.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm, read_text
+    from kpemu.model import load_topology
+
+    _no_nft(args)
+    topo = load_topology(args.topology)
+    _known_node(topo, args.node)
+    if not (args.iptables_save or args.ipvs or args.ipset):
+        raise InputError("kpemu check-node: give the node's dumps to check: --iptables-save FILE "
+                         "(iptables-save), --ipvs FILE (ipvsadm -Sn), --ipset FILE (ipset save)")
+    if (args.ipvs or args.ipset) and topo.kubeProxy.mode != "ipvs":
+        raise InputError(f"kpemu check-node: --ipvs/--ipset need kube-proxy in IPVS mode; topology {args.topology} "
+                         f"has kubeProxy.mode {topo.kubeProxy.mode}")
+    compared = [f"{f} ({what})" for f, what in ((args.iptables_save, "iptables-save"), (args.ipvs, "ipvsadm -Sn"),
+                                                (args.ipset, "ipset save")) if f]
+    drift = check_node(
+        topo, args.node,
+        iptables_save=parse_iptables_save(read_text(args.iptables_save), args.iptables_save)
+        if args.iptables_save else None,
+        ipvs=parse_ipvsadm(read_text(args.ipvs), args.ipvs) if args.ipvs else None,
+        ipsets=parse_ipset_save(read_text(args.ipset), args.ipset).sets if args.ipset else None,
+        compared=compared,
+    )
+    if args.output == "json":
+        print(json.dumps(drift_json(drift), indent=2))
+    else:
+        print(render_drift(drift), end="")
+    return 0 if drift.equal else 1
+
+
+def _dump_arguments(s: argparse.ArgumentParser) -> None:
+    """The node dumps check-node and trace read (each optional; `-` is standard input)."""
+    s.add_argument("--iptables-save", metavar="FILE", help="the node's iptables-save output")
+    s.add_argument("--nft", metavar="FILE", help="the node's nft list ruleset output")
+    s.add_argument("--ipvs", metavar="FILE", help="the node's ipvsadm -Sn output")
+    s.add_argument("--ipset", metavar="FILE", help="the node's ipset save output")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this module's subcommands."""
+    from kpemu.k8s.convert import CNIS
+
+    s = add_command(sub, "import", "Kubernetes objects (kubectl output, manifests) -> a kpemu topology",
+                    ["kubectl get nodes,pods,services,endpointslices -A -o yaml | kpemu import - -o cluster.yaml",
+                     "kpemu import manifests/ --cni calico-ipip --name shop -o shop.yaml"])
+    s.add_argument("sources", nargs="+", metavar="SRC", help="files, directories, or - for standard input")
+    s.add_argument("-o", "--output", metavar="FILE", help="write the topology here (default: standard output)")
+    s.add_argument("--cni", choices=CNIS, help="the CNI (default: inferred from the node annotations)")
+    s.add_argument("--name", help="the lab name (default: imported)")
+    s.set_defaults(func=cmd_import)
+
+    s = add_command(sub, "check-node", "a node's real dumps against what kube-proxy would program (exit 1 on drift)",
+                    ["kpemu check-node topologies/seed-001.yaml --node minikube --iptables-save node.iptables-save",
+                     "kpemu check-node cluster.yaml --node node1 --ipvs node1.ipvs --ipset node1.ipset -o json"])
+    s.add_argument("topology", help="a kpemu topology or Kubernetes objects")
+    s.add_argument("--node", required=True)
+    _dump_arguments(s)
+    s.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    s.set_defaults(func=cmd_check_node)
+
+    s = add_command(sub, "trace", "walk one packet through a node's rules offline (a real dump or kpemu's)",
+                    ["kpemu trace --iptables-save node.iptables-save --node minikube --node-ip 192.168.49.2 "
+                     "--src 10.242.72.50 --dst 192.168.49.2:30180",
+                     "kpemu trace topologies/seed-001.yaml --node minikube --src 172.17.0.4 --dst 10.105.178.199:8080"])
+    s.add_argument("topology", nargs="?", help="a kpemu topology or Kubernetes objects (node addresses, "
+                                                 "and the generated rules when no dump is given)")
+    _dump_arguments(s)
+    s.add_argument("--node", required=True)
+    s.add_argument("--node-ip", nargs="+", default=[], metavar="IP", help="the node's own addresses")
+    s.add_argument("--src", required=True, metavar="IP[:PORT]")
+    s.add_argument("--dst", required=True, metavar="IP:PORT")
+    s.add_argument("--proto", default="tcp", choices=["tcp", "udp", "sctp"])
+    s.add_argument("--from", dest="from_", choices=["outside", "pod", "node"],
+                   help="where the packet comes from (default: from --src: the node's address, its podCIDR, "
+                        "else outside)")
+    s.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    s.set_defaults(func=cmd_trace)

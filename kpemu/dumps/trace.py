@@ -1,0 +1,264 @@
+"""`kpemu trace`: one packet walked offline through a node's rules (a real dump or kpemu's own),
+by the oracle that checks live packets (kpemu.analyse.oracle), printed per table and hook."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kpemu.analyse.oracle import IpvsModel, Outcome, Packet, Prediction, Step, predict
+from kpemu.errors import InputError
+from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
+from kpemu.proxy.save import canonical_line
+
+_ORIGINS = {"outside": "remote", "pod": "remote", "node": "local"}
+
+
+@dataclass(frozen=True)
+class NodeRules:
+    """What the packet is walked through: the rules, the node's own addresses, IPVS state, and
+    a line saying where they came from."""
+
+    node: str
+    rules: RuleSet
+    local: frozenset[str]
+    ipvs: IpvsModel | None
+    source: str
+
+
+def parse_endpoint(value: str, flag: str, need_port: bool) -> tuple[str, int | None]:
+    """`IP[:PORT]` -> (ip, port); InputError names the flag."""
+    ip, sep, port = value.rpartition(":") if ":" in value else (value, "", "")
+    try:
+        ipaddress.IPv4Address(ip)
+        p = int(port) if sep else None
+        if p is not None and not 0 < p < 65536:
+            raise ValueError
+    except ValueError:
+        raise InputError(f"{flag} {value!r}: expected an IPv4 address{':PORT' if need_port else '[:PORT]'}, "
+                         f"e.g. {'10.96.0.10:53' if need_port else '10.242.72.50'}") from None
+    if need_port and p is None:
+        raise InputError(f"{flag} {value!r}: the destination needs a port, e.g. 192.168.49.2:30180")
+    return ip, p
+
+
+def origin_of(src: str, local: frozenset[str], pod_cidr: str | None, given: str | None) -> str:
+    """outside | pod | node: given, else the node itself when `src` is one of its addresses, a pod
+    when it is in the node's podCIDR, else outside."""
+    if given:
+        return given
+    if src in local:
+        return "node"
+    if pod_cidr and ipaddress.IPv4Address(src) in ipaddress.IPv4Network(pod_cidr):
+        return "pod"
+    return "outside"
+
+
+def run_trace(nr: NodeRules, pkt: Packet) -> Prediction:
+    """Every outcome of `pkt` on the node (the oracle's walk)."""
+    return predict(nr.rules, pkt, nr.local, nr.node, nr.ipvs)
+
+
+def _hook_groups(steps: tuple[Step, ...]) -> list[tuple[str, str, list[Step]]]:
+    """Steps grouped under the built-in chain (hook) they were reached from, in order."""
+    groups: list[tuple[str, str, list[Step]]] = []
+    for s in steps:
+        if s.chain in BUILTIN_CHAINS.get(s.table, ()) and (not groups or groups[-1][:2] != (s.table, s.chain)):
+            groups.append((s.table, s.chain, []))
+        elif not groups:
+            groups.append((s.table, "?", []))
+        groups[-1][2].append(s)
+    return groups
+
+
+def _line(s: Step) -> str:
+    return canonical_line(s.rule) if s.rule is not None else s.text()
+
+
+def _set_key(set_type: str, flags: str, pkt: Packet) -> str:
+    """The key an ipset match looks up for the packet, as `ipset save` prints members."""
+    if set_type.startswith("bitmap:port"):
+        return str(pkt.dport)
+    parts = []
+    for i, f in enumerate(flags.split(",")):
+        ip = pkt.src if f == "src" else pkt.dst
+        parts.append(f"{pkt.proto}:{pkt.dport if f == 'dst' else pkt.sport}" if i == 1 else ip)
+    return ",".join(parts)
+
+
+def _note(s: Step, pkt: Packet, ipvs: IpvsModel | None) -> str:
+    if s.rule is None:
+        return ""
+    p = s.rule.parsed
+    notes = []
+    if p.probability is not None:
+        notes.append(f"statistic: taken with probability {p.probability:g}")
+    st = p.match("set")
+    for o in st.options if st else ():
+        if o.name == "--match-set":
+            name, flags = o.values[0], o.values[1] if len(o.values) > 1 else "dst"
+            set_type = ipvs.sets[name][0] if ipvs and name in ipvs.sets else ""
+            notes.append(f"ipset {name} {'lacks' if o.negated else 'has'} {_set_key(set_type, flags, pkt)}")
+    return f"   [{'; '.join(notes)}]" if notes else ""
+
+
+def _seen(pkt: Packet, o: Outcome, table: str, hook: str, dnat_done: bool) -> Packet:
+    """The packet as a hook sees it: after kube-proxy's DNAT (nat PREROUTING/OUTPUT), or after IPVS
+    (LOCAL_IN) for POSTROUTING."""
+    if o.dnat and (dnat_done or (o.ipvs and hook == "POSTROUTING")):
+        ip, _, port = o.dnat.rpartition(":")
+        return replace(pkt, dst=ip, dport=int(port))
+    return pkt
+
+
+def _origin_words(origin: str) -> str:
+    return {"outside": "from outside", "pod": "from a pod", "node": "from the node itself"}[origin]
+
+
+def render_trace(nr: NodeRules, pred: Prediction, origin: str) -> str:
+    """The trace as text: summary of DNAT choices, then each outcome's rule path per table/hook."""
+    pkt = pred.packet
+    out = [f"packet {pkt.proto} {pkt.src}:{pkt.sport} -> {pkt.dst}:{pkt.dport} at node {nr.node} "
+           f"{_origin_words(origin)}",
+           f"rules: {nr.source}; node addresses {', '.join(sorted(nr.local, key=_ipkey))}"]
+    n = len(pred.outcomes)
+    out.append(f"{n} outcome{'s' if n != 1 else ''}:")
+    for o in pred.outcomes:
+        out.append(f"  {_summary(o)}")
+    for i, o in enumerate(pred.outcomes, 1):
+        out.append("")
+        out.append(f"outcome {i}: probability {o.probability:g}")
+        dnat_done = False
+        for table, hook, steps in _hook_groups(o.steps):
+            if o.ipvs and hook == "POSTROUTING":  # IPVS chose the real server in LOCAL_IN, before this hook
+                out.append(f"  {o.ipvs}")
+            out.append(f"  {table} {hook}")
+            seen = _seen(pkt, o, table, hook, dnat_done)
+            out.extend(f"    {_line(s)}{_note(s, seen, nr.ipvs)}" for s in steps)
+            dnat_done = dnat_done or bool(o.endpoint_chain and table == "nat" and hook in ("PREROUTING", "OUTPUT"))
+        out.append(f"  hooks {' -> '.join(o.hooks)}")
+        out.append(f"  {_result(o)}")
+    return "\n".join(out) + "\n"
+
+
+def _summary(o: Outcome) -> str:
+    if o.ipvs:
+        what = o.ipvs
+    elif o.dnat:
+        what = f"DNAT to {o.dnat} by {o.endpoint_chain}"
+    else:
+        what = "no DNAT"
+    return f"p={o.probability:g}  {what}  verdict {o.verdict}"
+
+
+def _result(o: Outcome) -> str:
+    parts = [f"mark {o.mark:#x}" + (" (KUBE-MARK-MASQ ran)" if o.marked_masq else "")]
+    parts.append(f"masquerade by {o.masquerade_chain}" if o.masquerade else "no masquerade")
+    parts.append(f"verdict {o.verdict}")
+    return "; ".join(parts)
+
+
+def _ipkey(ip: str) -> int:
+    return int(ipaddress.IPv4Address(ip))
+
+
+def trace_json(nr: NodeRules, pred: Prediction, origin: str) -> dict[str, Any]:
+    """The trace for scripts (`-o json`)."""
+    pkt = pred.packet
+    return {
+        "node": nr.node,
+        "rules": nr.source,
+        "nodeAddresses": sorted(nr.local, key=_ipkey),
+        "packet": {"proto": pkt.proto, "src": pkt.src, "sport": pkt.sport, "dst": pkt.dst, "dport": pkt.dport,
+                   "from": origin},
+        "endpoints": pred.endpoints,
+        "endpointChains": pred.endpoint_chains,
+        "outcomes": [
+            {
+                "probability": o.probability,
+                "verdict": o.verdict,
+                "hooks": list(o.hooks),
+                "dnat": o.dnat,
+                "endpointChain": o.endpoint_chain,
+                "ipvs": o.ipvs,
+                "mark": hex(o.mark),
+                "markedMasquerade": o.marked_masq,
+                "masquerade": o.masquerade,
+                "masqueradeChain": o.masquerade_chain,
+                "path": [{"table": t, "hook": h, "chain": s.chain, "rule": _line(s), "verdict": s.verdict}
+                         for t, h, steps in _hook_groups(o.steps) for s in steps],
+            }
+            for o in pred.outcomes
+        ],
+    }
+
+
+def generated_rules(topo: Any, node: str) -> NodeRules:
+    """The rules kpemu generates for `node` of a topology (iptables or IPVS mode)."""
+    from kpemu.analyse.oracle import node_local_addresses
+
+    local = node_local_addresses(topo, node)
+    kp = topo.kubeProxy
+    source = f"generated by kpemu for kube-proxy {kp.version} {kp.mode} mode"
+    if kp.mode == "ipvs":
+        from kpemu.proxy.ipvs import ipvs_rules
+        from kpemu.proxy.save import ruleset_from_restore
+
+        st = ipvs_rules(topo, node)
+        model = IpvsModel({s.name: (s.type, s.members) for s in st.ipsets}, st.virtual_servers)
+        local |= set(st.bound_addresses) | set(st.node_addresses)
+        return NodeRules(node, ruleset_from_restore(st.restore_text()), frozenset(local), model, source)
+    from kpemu.proxy.iptables import iptables_rules
+
+    return NodeRules(node, iptables_rules(topo, node), frozenset(local), None, source)
+
+
+def dumped_rules(node: str, local: set[str], iptables_save: str | None, ipvs: str | None,
+                 ipset: str | None, fallback: NodeRules | None = None) -> NodeRules:
+    """The rules of a node's real dumps (files; `-` is standard input). Without an iptables-save
+    dump, the iptables rules of `fallback` (kpemu's generated ones) go with the IPVS dumps."""
+    from kpemu.dumps.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm, read_text
+
+    if iptables_save:
+        rs, sources = parse_iptables_save(read_text(iptables_save), iptables_save), [f"{iptables_save} (iptables-save)"]
+    elif fallback is not None:
+        rs, sources = fallback.rules, [f"iptables rules {fallback.source}"]
+    else:
+        rs, sources = RuleSet(), ["no iptables rules"]
+    model = None
+    if ipvs or ipset:
+        if not (ipvs and ipset):
+            raise InputError("an IPVS dump needs both --ipvs FILE (ipvsadm -Sn) and --ipset FILE (ipset save)")
+        vss = parse_ipvsadm(read_text(ipvs), ipvs)
+        sets = parse_ipset_save(read_text(ipset), ipset)
+        model = IpvsModel(sets.sets, tuple(vss))
+        local = local | {v.address for v in vss}  # kube-proxy binds every virtual address to kube-ipvs0
+        sources += [f"{ipvs} (ipvsadm -Sn)", f"{ipset} (ipset save)"]
+    return NodeRules(node, rs, frozenset(local | {"127.0.0.1"}), model, ", ".join(sources))
+
+
+def node_rules(topo: Any, node: str, node_ips: list[str], iptables_save: str | None, ipvs: str | None,
+               ipset: str | None) -> NodeRules:
+    """What to walk: the dumps given (their iptables rules, else the topology's generated ones, go
+    with IPVS dumps), else the topology's generated rules; the node's addresses from the topology
+    and `node_ips`."""
+    generated = generated_rules(topo, node) if topo is not None else None
+    if not (iptables_save or ipvs or ipset):
+        if generated is None:
+            raise InputError("kpemu trace: give a TOPOLOGY (kpemu's generated rules) or a dump (--iptables-save "
+                             "FILE, or --ipvs FILE --ipset FILE)")
+        return replace(generated, local=generated.local | set(node_ips))
+    if generated is None and not node_ips:
+        raise InputError("kpemu trace: a dump without a topology needs the node's addresses: --node-ip IP "
+                         "(e.g. its InternalIP)")
+    local = set(generated.local) if generated else set()
+    return dumped_rules(node, local | set(node_ips), iptables_save, ipvs, ipset, generated)
+
+
+def packet(nr: NodeRules, src: tuple[str, int | None], dst: tuple[str, int | None], proto: str,
+           pod_cidr: str | None, given_origin: str | None) -> tuple[Packet, str]:
+    """The packet to trace and where it comes from (outside | pod | node)."""
+    origin = origin_of(src[0], nr.local, pod_cidr, given_origin)
+    return Packet(src=src[0], dst=dst[0], dport=dst[1] or 0, proto=proto, sport=src[1] or 40000,
+                  origin=_ORIGINS[origin]), origin

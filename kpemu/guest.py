@@ -1,0 +1,300 @@
+"""Requests to the guest kernel: the warm guest when one is up, else one cold boot for all of them.
+
+A warm guest (`kpemu vm up`) boots once and keeps an agent (kpemu.jobs.agent) waiting on the
+exchange directory /run/kpemu/vm; `run`, `deploy`, `exec`, `inspect` and `destroy` send it
+requests. It stops on `kpemu vm down`, `kpemu destroy --all`, or after `idle` seconds without a
+request; one that died is noticed (its QEMU is gone, or its heartbeat stopped) and forgotten, and
+the next request boots a fresh guest. A cold boot queues the requests in a directory of the run,
+boots a guest whose agent answers them and exits, and is killed with this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kpemu import vm
+from kpemu.errors import EnvironmentProblem
+from kpemu.jobs import exchange
+from kpemu.pace import scaled
+
+WARM_DIR = Path(os.environ.get("KPEMU_VM_DIR", "/run/kpemu/vm"))
+GUEST_FILE = "guest.json"
+IDLE_SECONDS = 1800.0
+HEARTBEAT_LIMIT = 30.0  # seconds (scaled) without a heartbeat before a guest counts as hung
+STOP_WAIT = 20.0
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def agent_argv(root: Path, once: bool, idle: float = IDLE_SECONDS) -> list[str]:
+    """The guest's command: the agent, on the standard library only (`-S`: no site-packages)."""
+    src = str(Path(__file__).resolve().parent.parent)
+    code = f"import sys; sys.path.insert(0, {src!r}); from kpemu.jobs.agent import main; sys.exit(main())"
+    mode = ["--once"] if once else ["--serve", "--idle", f"{idle:g}"]
+    return [sys.executable, "-S", "-c", code, str(root), *mode]
+
+
+# ---------------------------------------------------------------- the warm guest
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _forget(root: Path = WARM_DIR) -> None:
+    for name in (GUEST_FILE, exchange.AGENT, exchange.HEARTBEAT):
+        (root / name).unlink(missing_ok=True)
+    for sub in (exchange.REQUESTS, exchange.RUNNING, exchange.RESULTS, exchange.WORK):
+        shutil.rmtree(root / sub, ignore_errors=True)
+
+
+def warm_status() -> dict[str, Any] | None:
+    """The warm guest (pid, kernel, uptime, idle limit, heartbeat age), or None when none is up.
+
+    A recorded guest whose QEMU is gone is forgotten here: that is how a dead guest is noticed.
+    """
+    try:
+        info = json.loads((WARM_DIR / GUEST_FILE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    if not _alive(info["pid"]):
+        _forget()
+        return None
+    with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
+        info["agent"] = json.loads((WARM_DIR / exchange.AGENT).read_text())
+    info["uptime"] = time.time() - info["started"]
+    info["heartbeat_age"] = exchange.heartbeat_age(WARM_DIR)
+    info["dir"] = str(WARM_DIR)
+    return info
+
+
+def up(progress: Progress = _quiet, idle: float = IDLE_SECONDS) -> dict[str, Any]:
+    """Boot the warm guest (or return the one that is up) once its agent answers."""
+    st = warm_status()
+    if st is not None:
+        return st
+    fd = vm.lock_guest(progress)
+    try:
+        _forget()
+        exchange.prepare(WARM_DIR)
+        g = vm.start(agent_argv(WARM_DIR, once=False, idle=idle), WARM_DIR, progress=progress, lock_fd=fd)
+    finally:
+        os.close(fd)
+    exchange.write_json(WARM_DIR / GUEST_FILE, {"pid": g.proc.pid, "started": time.time(), "idle": idle,
+                                               "kernel": g.kernel.version, "kvm": g.kvm})
+    limit = float(os.environ.get("KPEMU_BOOT_TIMEOUT") or vm.BOOT_TIMEOUT)
+    while not (WARM_DIR / exchange.AGENT).exists():
+        if g.proc.poll() is not None or time.monotonic() - g.t0 > limit:
+            _kill_group(g.proc.pid)
+            _forget()
+            raise EnvironmentProblem("the warm guest did not start its agent; console ends:\n"
+                                     + vm._tail(g.console), f"see {g.console} and {g.output}")
+        time.sleep(0.1)
+    progress(f"warm guest up in {time.monotonic() - g.t0:.1f}s (stops after {idle:g}s idle; kpemu vm down)")
+    return warm_status() or {}
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def down(progress: Progress = _quiet) -> bool:
+    """Stop the warm guest (asks its agent, then kills its QEMU); False when none was up."""
+    st = warm_status()
+    if st is None:
+        _forget()
+        return False
+    exchange.submit(WARM_DIR, "stop")
+    deadline = time.monotonic() + scaled(STOP_WAIT) / 5
+    while _alive(st["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(st["pid"]):
+        _kill_group(st["pid"])
+        while _alive(st["pid"]) and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+    _forget()
+    progress("warm guest stopped")
+    return True
+
+
+def request(kind: str, progress: Progress = _quiet, timeout: float = 1800.0, **fields: Any) -> tuple[Path, dict]:
+    """Send one request to the warm guest and wait for its result; (work directory, result).
+
+    EnvironmentProblem (exit 3) when no guest is up, or it dies or hangs meanwhile.
+    """
+    st = warm_status()
+    if st is None:
+        raise EnvironmentProblem("no warm guest is up", "kpemu vm up")
+    rid = exchange.submit(WARM_DIR, kind, **fields)
+    work = WARM_DIR / exchange.WORK / rid
+    t0, pos = time.monotonic(), 0
+    while True:
+        res = exchange.result(WARM_DIR, rid)
+        pos = _echo_log(work / "log", pos, progress)
+        if res is not None:
+            return work, res
+        why = None
+        if not _alive(st["pid"]):
+            why = "its QEMU exited"
+        elif (age := exchange.heartbeat_age(WARM_DIR)) is not None and age > scaled(HEARTBEAT_LIMIT):
+            why = f"its agent gave no sign of life for {age:.0f}s"
+        elif time.monotonic() - t0 > timeout:
+            why = f"the request took more than {timeout:.0f}s"
+        if why:
+            console = vm._tail(WARM_DIR / "guest-console.log", 8)
+            _kill_group(st["pid"])
+            _forget()
+            raise EnvironmentProblem(f"the warm guest died during {kind} ({why}); console ends:\n{console}",
+                                     "run again: the next run boots a fresh guest")
+        time.sleep(0.05)
+
+
+def _echo_log(path: Path, pos: int, progress: Progress) -> int:
+    try:
+        with open(path) as fh:
+            fh.seek(pos)
+            text = fh.read()
+    except FileNotFoundError:
+        return pos
+    for line in text.splitlines():
+        progress(line)
+    return pos + len(text.encode())
+
+
+# ---------------------------------------------------------------- cold boots
+
+
+def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progress = _quiet,
+         timeout: float = 1800.0) -> list[tuple[Path, dict]]:
+    """Queue the requests in `root`, boot one guest whose agent answers them, and return
+    (work directory, result) per request, in order."""
+    shutil.rmtree(root, ignore_errors=True)
+    exchange.prepare(root)
+    rids = [exchange.submit(root, kind, **fields) for kind, fields in requests]
+    positions = dict.fromkeys(rids, 0)
+
+    def poll() -> None:
+        for rid in rids:
+            positions[rid] = _echo_log(root / exchange.WORK / rid / "log", positions[rid], progress)
+
+    run = vm.boot(agent_argv(root, once=True), root, timeout, progress=progress, on_poll=poll)
+    poll()
+    out = []
+    for rid in rids:
+        res = exchange.result(root, rid)
+        if res is None:
+            raise EnvironmentProblem(f"the guest answered no {rid} (agent exit {run.rc}); output ends:\n"
+                                     + vm._tail(run.output_log, 12), f"see {run.output_log} and {run.console_log}")
+        out.append((root / exchange.WORK / rid, res))
+    return out
+
+
+def send(requests: list[tuple[str, dict[str, Any]]], cold_root: Path, progress: Progress = _quiet,
+         ) -> tuple[str, list[tuple[Path, dict]]]:
+    """Requests to the warm guest if one is up, else to one cold boot; ("warm"|"cold", results)."""
+    if warm_status() is not None:
+        return "warm", [request(kind, progress, **fields) for kind, fields in requests]
+    return "cold", cold(requests, cold_root, progress)
+
+
+def nfacct_supported() -> bool:
+    """Whether the guest kernel can create kube-proxy's nfacct counters (it has nfnetlink_acct and xt_nfacct)."""
+    k = vm.find_kernel()
+    return k is not None and {"nfnetlink_acct", "xt_nfacct"} <= vm.modules_in(k.moddir)
+
+
+def kernel_release() -> str:
+    """The release the guest runs (the warm guest's, else the kernel a cold boot would use)."""
+    st = warm_status()
+    if st is not None:
+        return str(st["kernel"])
+    k = vm.find_kernel()
+    if k is None:
+        raise EnvironmentProblem(f"no guest kernel (looked in {vm.cache_dir()} and /boot)",
+                                 "run `make setup` or `kpemu vm setup`")
+    return k.version
+
+
+# ---------------------------------------------------------------- labs that live in the warm guest
+
+
+def deploy_lab(topo: Any, source: str, progress: Progress = _quiet) -> dict[str, Any]:
+    """Build a lab in the warm guest (booting one when none is up); it stays until destroyed.
+
+    The rules the guest's kernel read back are checked here against kube-proxy's text; on a
+    difference the lab is removed again and ApplyError names the first differing line.
+    """
+    from kpemu.errors import ApplyError
+    from kpemu.jobs.build import deploy_job, release_tuple
+    from kpemu.jobs.verify import check_saved_rules
+    from kpemu.kernel.netfilter import resolve_random_fully
+    from kpemu.kernel.nfacct import with_nfacct
+    from kpemu.plan.fabric import plan_fabric
+
+    if warm_status() is None:
+        progress("no warm guest is up: starting one (it stays up for further commands; kpemu vm down stops it)")
+        up(progress)
+    topo = with_nfacct(resolve_random_fully(topo), nfacct_supported)
+    job = deploy_job(topo, plan_fabric(topo), release_tuple(kernel_release()), source)
+    work, res = request("deploy", progress, job=job)
+    if res["rc"] != 0:
+        raise EnvironmentProblem(f"deploy in the guest failed: {res.get('error', '')}", f"see {work}")
+    try:
+        check_saved_rules(job["readback"], work / "rules")
+    except ApplyError:
+        request("destroy", lab=topo.name)
+        raise
+    return res
+
+
+def lab_request(kind: str, **fields: Any) -> dict[str, Any] | None:
+    """A lab request (destroy, exec, inspect) to the warm guest; None when no warm guest is up."""
+    if warm_status() is None:
+        return None
+    return request(kind, **fields)[1]
+
+
+def stray_guests() -> list[int]:
+    """QEMU (or vng) processes that hold the guest lock: every kpemu guest, warm or cold."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(vm.LOCK_FILE):
+                    found.append(int(pid))
+                    break
+    return [p for p in found if p != os.getpid()]
+
+
+def stop_all() -> list[int]:
+    """Stop the warm guest and kill any other guest still holding the lock (for `destroy --all`)."""
+    down()
+    pids = stray_guests()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids

@@ -1,0 +1,79 @@
+"""Resolve a scenario into one job (pure): every step, text and address the kernel half needs.
+
+The host does all the thinking here (the model, the plan, kube-proxy's rules for the kernel that
+will run them, capture points, flows and their trace matches) so that the executor, on the host or
+in the guest, only runs tools and opens sockets. What the kernel must read back equal (iptables,
+ipsets, IPVS) travels with the job and is checked by the host afterwards (kpemu.jobs.verify).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from kpemu.analyse.explain import flow_match
+from kpemu.capture.points import capture_points
+from kpemu.kernel.labstate import PREFIX
+from kpemu.kernel.owner import alias, lab_owner
+from kpemu.model.scenario import Scenario
+from kpemu.model.topology import Topology
+from kpemu.plan.batch import Step, fabric_steps
+from kpemu.plan.faults import plan_faults
+from kpemu.plan.types import Plan
+from kpemu.proxy.modes import mode_of, restore_step
+
+JOB_VERSION = 1
+
+
+def release_tuple(release: str) -> tuple[int, int]:
+    """(major, minor) of a kernel release string such as 6.1.0-57-amd64."""
+    major, minor, *_ = (int("".join(c for c in p if c.isdigit()) or 0) for p in [*release.split(".")[:2], "0"])
+    return major, minor
+
+
+def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[dict]]:
+    """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations."""
+    steps = fabric_steps(plan, alias(lab_owner(topo.name)))
+    expected: list[dict] = []
+    mode = mode_of(topo)
+    for node in topo.nodes:
+        s, e = mode.steps(topo, node.name, plan.netns(node.name), kernel)
+        steps += s
+        expected += e
+    steps += [restore_step(f"{r.owner} rules in {r.ns}", r.ns, r.text, topo.kubeProxy.backend) for r in plan.rules]
+    return steps, expected
+
+
+def namespaces_json(plan: Plan) -> list[dict[str, Any]]:
+    return [{"name": n.name, "member": n.member, "kind": n.kind} for n in plan.namespaces]
+
+
+def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str = "") -> dict[str, Any]:
+    """A job that only builds the lab (`kpemu deploy`)."""
+    steps, expected = lab_steps(topo, plan, kernel)
+    return {"version": JOB_VERSION, "kind": "deploy", "lab": topo.name, "source": source, "prefix": PREFIX,
+            "namespaces": namespaces_json(plan), "steps": [s.to_json() for s in steps], "readback": expected,
+            "backend": topo.kubeProxy.backend, "ipvs": topo.kubeProxy.mode == "ipvs",
+            "rule_kinds": list(mode_of(topo).saved), "trace_kind": mode_of(topo).trace,
+            "nodes": {n.name: plan.netns(n.name) for n in topo.nodes}}
+
+
+def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool = True) -> dict[str, Any]:
+    """A job that deploys the scenario's lab, runs its flows with captures and traces, and removes it."""
+    topo = sc.topology
+    job = deploy_job(topo, plan, kernel, str(sc.path))
+    nat = [n.name for n in topo.nodes] + [e.name for e in topo.externals if e.role == "loadbalancer"]
+    job.update(
+        kind="collect", trace=trace, settle=sc.spec.settle,
+        faults=[s.to_json() for s in plan_faults(topo, sc.spec.faults)],
+        servers=[{"ns": plan.netns(p.name), "pod": p.name,
+                  "tcp": [pp.port for pp in p.ports if pp.protocol == "TCP"],
+                  "udp": [pp.port for pp in p.ports if pp.protocol == "UDP"]} for p in topo.pods if p.ports],
+        captures=[asdict(i) for i in capture_points(plan, topo, sc.flows)],
+        nat_members={m: plan.netns(m) for m in nat},
+        flows=[{"name": f.flow.name, "src_ns": plan.netns(f.src_member), "dst": f.dst_ip, "port": f.dst_port,
+                "proto": f.protocol.lower(), "connections": f.flow.connections, "timeout": f.flow.timeout,
+                "size": f.flow.size or 0,
+                "match": asdict(flow_match(topo, f))} for f in sc.flows],
+    )
+    return job

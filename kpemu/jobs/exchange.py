@@ -1,0 +1,67 @@
+"""Requests and results through a shared directory: how the host talks to the agent in the guest.
+
+The guest has no network device; it shares directories with the host (9p). The host writes
+`requests/<id>.json` (atomically: a temporary name, then rename), the agent claims it by renaming
+it into `running/`, works in `work/<id>/` (a collect job's files; `log` holds progress lines) and
+answers with `results/<id>.json`. The agent also keeps `agent.json` (who it is) and touches
+`heartbeat` every second, so the host can tell a busy guest from a dead one. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+AGENT = "agent.json"
+HEARTBEAT = "heartbeat"
+REQUESTS, RUNNING, RESULTS, WORK = "requests", "running", "results", "work"
+
+
+def prepare(root: Path) -> None:
+    """Create the exchange directory's parts (idempotent)."""
+    for sub in (REQUESTS, RUNNING, RESULTS, WORK):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON so that a reader on the other side never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def submit(root: Path, kind: str, **fields: Any) -> str:
+    """Queue a request; its id (also the name of its work directory)."""
+    prepare(root)
+    rid = f"{time.strftime('%H%M%S')}-{kind}-{secrets.token_hex(3)}"
+    (root / WORK / rid).mkdir(parents=True, exist_ok=True)
+    write_json(root / REQUESTS / f"{rid}.json", {"id": rid, "kind": kind, **fields})
+    return rid
+
+
+def pending(root: Path) -> list[Path]:
+    """Queued requests, oldest first."""
+    try:
+        return sorted((root / REQUESTS).glob("*.json"))
+    except OSError:
+        return []
+
+
+def result(root: Path, rid: str) -> dict[str, Any] | None:
+    """The result of request `rid`, or None while there is none."""
+    try:
+        return json.loads((root / RESULTS / f"{rid}.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def heartbeat_age(root: Path) -> float | None:
+    """Seconds since the agent last touched its heartbeat (None: it never did)."""
+    try:
+        return time.time() - (root / HEARTBEAT).stat().st_mtime
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,375 @@
+"""The kernel half of a run: execute a job (see kpemu.jobs) on the kernel this process runs on.
+
+Deploy the lab from its steps (state file first, rollback on failure), save the rules the kernel
+holds, serve every pod from this process, capture at every point, send each flow (traced and
+between two counter snapshots), read conntrack and IPVS, stop, destroy the lab (always), and
+write `collected.json` with everything the host's analysis needs.
+
+The same code runs on the host and in the guest. In a software-emulated guest every Python import
+costs seconds, so this module and what it imports use the standard library and light kpemu
+modules only (no pydantic, pyroute2, rich, scapy, yaml: a unit test holds this), and start no
+Python process: servers and clients are sockets opened inside the lab's namespaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kpemu.analyse.drops import window as drops_window
+from kpemu.capture import snapshot
+from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
+from kpemu.errors import ApplyError, EnvironmentProblem
+from kpemu.kernel import counters, nfacct
+from kpemu.kernel import netns as nsmod
+from kpemu.kernel.drops import DropSession, start_drop_tracing
+from kpemu.kernel.faults import apply_faults
+from kpemu.kernel.labstate import LabState, state_path
+from kpemu.kernel.nfttrace import start_nft_tracing
+from kpemu.kernel.trace import FlowMatch, start_tracing
+from kpemu.plan.types import Interface
+from kpemu.statedir import scratch_dir
+from kpemu.traffic.client import connections
+from kpemu.traffic.server import PodServers, open_sockets
+
+COLLECTED = "collected.json"
+DROP_SLACK_NS = 300_000_000  # a drop reported just after the client gave up still belongs to the flow
+# Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
+# and a burst of back-to-back connections can overflow its netlink socket (it then exits).
+TRACE_GAP = float(os.environ.get("KPEMU_TRACE_GAP", "0.02"))
+SIOCETHTOOL = 0x8946
+ETHTOOL_STXCSUM = 0x17
+IFREQ_SIZE = 40
+
+Progress = Callable[[str], None]
+TIMINGS: list[tuple[str, float]] = []  # (what, seconds) of the steps and phases this process ran
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@contextlib.contextmanager
+def timed(what: str) -> Iterator[None]:
+    """Record how long `what` took in TIMINGS (collected.json carries them; `make bench` reads them)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        TIMINGS.append((what, round(time.perf_counter() - t0, 3)))
+
+
+# ---------------------------------------------------------------- steps
+
+
+def tx_checksum_off(devices: list[str]) -> None:
+    """Turn TX checksum offload off on `devices` of the calling thread's namespace (SIOCETHTOOL, as
+    `ethtool -K DEV tx off`), so captured checksums are the real ones (containerlab does it too)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for dev in devices:
+            value = ctypes.create_string_buffer(struct.pack("II", ETHTOOL_STXCSUM, 0), 8)
+            ifreq = struct.pack("16sP", dev.encode(), ctypes.addressof(value)).ljust(IFREQ_SIZE, b"\0")
+            try:
+                fcntl.ioctl(sock.fileno(), SIOCETHTOOL, ifreq)
+            except OSError as e:
+                raise ApplyError(f"TX checksum offload off on {dev}: {e.strerror}") from None
+
+
+def write_sysctls(values: list[list[Any]]) -> None:
+    """Write (key, value, optional) sysctls in the calling thread's namespace (/proc/sys/net follows it)."""
+    for key, value, optional in values:
+        try:
+            Path("/proc/sys", key).write_text(str(value))
+        except OSError as e:
+            if not optional:
+                what = "does not exist" if isinstance(e, FileNotFoundError) else f"cannot be set: {e.strerror}"
+                raise ApplyError(f"sysctl {key.replace('/', '.')}={value} {what}") from None
+
+
+def run_step(step: dict[str, Any]) -> None:
+    """Execute one step (kpemu.plan.batch.Step as JSON); ApplyError naming it when it fails."""
+    ns = step["ns"]
+    try:
+        with nsmod.inside(ns):
+            if step["kind"] == "sysctl":
+                write_sysctls(step["sysctls"])
+            elif step["kind"] == "txcsum-off":
+                tx_checksum_off(step["devices"])
+            elif step["kind"] == "nfacct":
+                nfacct.ensure_counters(ns)
+            else:
+                res = subprocess.run(step["argv"], input=step["input"], capture_output=True, text=True,
+                                     check=False)
+                if res.returncode != 0:
+                    raise ApplyError(_failure(step, res.stderr))
+    except ApplyError as e:
+        raise ApplyError(f"{step['what']}: {e}") from None
+    except FileNotFoundError as e:
+        raise EnvironmentProblem(f"{step['what']}: {e.filename} is not installed",
+                                 "make setup (or install iproute2, iptables, ipset, ipvsadm)") from None
+
+
+def _failure(step: dict[str, Any], stderr: str) -> str:
+    text = stderr.strip()
+    if "tunl0" in (step["input"] or "") and "Cannot find device" in text:
+        raise EnvironmentProblem("this kernel has no IPIP tunnel (module ipip), which cni: calico-ipip needs",
+                                 "run with --runtime vm (a guest kernel with ipip), or `modprobe ipip`")
+    if "kube-ipvs0" in (step["input"] or "") and "Unknown device type" in text:
+        raise EnvironmentProblem("this kernel has no dummy device (module dummy), which IPVS mode needs",
+                                 "run with --runtime vm (a guest kernel with dummy and ip_vs)")
+    hint = f"\n  {nfacct.XT_NFACCT_HINT}" if "nfacct" in text else ""
+    return f"{' '.join(step['argv'][:2])} failed: {text[-400:]}{hint}"
+
+
+def deploy(job: dict[str, Any], progress: Progress = _quiet) -> LabState:
+    """Record the lab's state file, then run every step; on any failure remove what exists and re-raise."""
+    namespaces = [n["name"] for n in job["namespaces"]]
+    existing = set(nsmod.list_netns(job["prefix"]))
+    clashes = [ns for ns in namespaces if ns in existing]
+    if clashes or state_path(job["lab"]).exists():
+        raise EnvironmentProblem(f"lab {job['lab']!r} already exists ({', '.join(clashes) or 'state file present'})",
+                                 f"kpemu destroy {job['lab']}")
+    state = LabState(lab=job["lab"], source=job["source"], namespaces=namespaces,
+                     members={n["member"]: n["name"] for n in job["namespaces"]},
+                     kinds={n["member"]: n["kind"] for n in job["namespaces"]}, created_at=time.time())
+    state.save()
+    started = time.perf_counter()
+    try:
+        for step in job["steps"]:
+            with timed(step["what"]):
+                run_step(step)
+    except BaseException:
+        destroy(namespaces, job["lab"])
+        raise
+    state.deploy_seconds = time.perf_counter() - started
+    state.complete = True
+    state.save()
+    progress(f"deployed {job['lab']}: {len(namespaces)} namespaces in {state.deploy_seconds:.1f}s")
+    return state
+
+
+def destroy(namespaces: list[str], lab: str) -> list[str]:
+    """Kill what runs in the namespaces, delete them (one `ip -batch`), remove the state file."""
+    present = set(nsmod.list_netns())
+    gone = [ns for ns in namespaces if ns in present]
+    for ns in gone:
+        nsmod.kill_processes_in(ns)
+    if gone:
+        subprocess.run(["ip", "-batch", "-"], input="".join(f"netns del {ns}\n" for ns in gone), text=True,
+                       capture_output=True, check=False)
+    state_path(lab).unlink(missing_ok=True)
+    return gone
+
+
+# ---------------------------------------------------------------- traffic
+
+
+@contextlib.contextmanager
+def _servers(job: dict[str, Any]) -> Iterator[PodServers]:
+    servers = PodServers()
+    try:
+        for s in job["servers"]:
+            with nsmod.inside(s["ns"]):
+                servers.add(s["pod"], open_sockets(s["tcp"], s["udp"]))
+        yield servers
+    finally:
+        servers.close()
+
+
+def run_flow(flow: dict[str, Any], gap: float = 0.0) -> dict[str, Any]:
+    """One flow's connections from its source namespace, in this thread; the FlowResult as JSON."""
+    out: dict[str, Any] = {"name": flow["name"], "connections": [], "stderr": ""}
+    try:
+        with nsmod.inside(flow["src_ns"]):
+            out["connections"] = list(connections(flow["name"], flow["dst"], flow["port"], flow["proto"],
+                                                  flow["connections"], flow["timeout"], gap, flow.get("size", 0)))
+    except OSError as e:
+        out["stderr"] = f"client failed: {e}"
+    return out
+
+
+def _traced_flow(job: dict[str, Any], flow: dict[str, Any], out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    nodes, backend, ipvs = job["nodes"], job["backend"], job["ipvs"]
+    before = counters.snapshot(nodes, backend, ipvs)
+    match = FlowMatch(**{**flow["match"], "backends": tuple(tuple(b) for b in flow["match"]["backends"])})
+    if job["trace_kind"] == "nft-monitor":
+        session = start_nft_tracing(nodes, match, workdir=scratch_dir(job["lab"]))
+    else:
+        session = start_tracing(nodes, match, backend, workdir=scratch_dir(job["lab"]))
+    try:
+        result = run_flow(flow, gap=TRACE_GAP if session.unavailable is None else 0.0)
+    finally:
+        texts = session.stop()
+    after = counters.snapshot(nodes, backend, ipvs)
+    texts = texts if session.unavailable is None else {}
+    tdir = out / "trace"
+    tdir.mkdir(parents=True, exist_ok=True)
+    for node, text in texts.items():
+        (tdir / f"{flow['name']}_{node}.txt").write_text(text)
+    return result, {"texts": texts, "unavailable": session.unavailable, "before": asdict(before),
+                    "after": asdict(after)}
+
+
+def _traffic(job: dict[str, Any], out: Path, progress: Progress, drops: DropSession | None = None
+             ) -> dict[str, Any]:
+    points = [Interface(**p) for p in job["captures"]]
+    col: dict[str, Any] = {"results": {}, "conntrack": {}, "ipvs": {}, "traces": {},
+                           "points": job["captures"]}
+    nodes = job["nodes"]
+    with timed("apply the faults"):
+        col["faults"] = apply_faults(job.get("faults") or [], job["backend"])
+    windows: dict[str, tuple[int, int]] = {}
+    with timed("save the rules"):
+        snapshot.save_rules(nodes, job["backend"], job["rule_kinds"], out / "rules")
+    caps = []
+    with _servers(job):
+        try:
+            with timed("start the captures"):
+                caps = start_captures(points, out / "pcaps")
+            progress(f"capturing at {len(caps)} points")
+            if drops is not None:
+                with timed("attach the drop tracer"):
+                    drops.wait_ready()
+            for flow in job["flows"]:
+                start = time.monotonic_ns()
+                with timed(f"flow {flow['name']}"):
+                    _one_flow(job, flow, col, out)
+                windows[flow["name"]] = (start, time.monotonic_ns())
+                outcomes = [c["outcome"] for c in col["results"][flow["name"]]["connections"]]
+                progress(f"flow {flow['name']}: {', '.join(outcomes) or 'no result'}")
+            time.sleep(job["settle"])
+            if drops is not None and job["trace"]:
+                with timed("stop the drop tracer"):
+                    _split_drops(drops, windows, col, out)
+            with timed("conntrack and IPVS snapshots"):
+                col["conntrack"], col["ipvs"] = snapshot.connection_tables(job["nat_members"], nodes, job["ipvs"])
+        finally:
+            with timed("stop the captures"):
+                stop_captures(caps)
+    if job.get("render", True):  # a guest leaves it to the host, where tcpdump starts far faster
+        with timed("render the captures as text"):
+            render_text(caps, out / "capture")
+    return col
+
+
+def _split_drops(session: DropSession, windows: dict[str, tuple[int, int]], col: dict[str, Any], out: Path) -> None:
+    """Stop the drop tracer, keep its text in trace/drops.txt and give each flow the kernel drops
+    inside its window (+ a little slack)."""
+    text = session.stop()
+    (out / "trace").mkdir(parents=True, exist_ok=True)
+    (out / "trace" / "drops.txt").write_text(text)
+    members = {str(k): v for k, v in session.members.items()}
+    starts = sorted(start for start, _ in windows.values())
+    for name, (start, end) in windows.items():
+        following = [s for s in starts if s > start]
+        end = min(end + DROP_SLACK_NS, following[0] if following else end + DROP_SLACK_NS)
+        col["traces"][name].update(drops_unavailable=session.unavailable, drop_members=members,
+                                   drops=drops_window(text, start, end) if session.unavailable is None else "")
+
+
+def _one_flow(job: dict[str, Any], flow: dict[str, Any], col: dict[str, Any], out: Path) -> None:
+    if job["trace"]:
+        col["results"][flow["name"]], col["traces"][flow["name"]] = _traced_flow(job, flow, out)
+    else:
+        col["results"][flow["name"]] = run_flow(flow)
+
+
+def prepare_out(out: Path) -> None:
+    """Empty the run directory's generated parts (keeps anything else a user put there)."""
+    import shutil
+
+    for sub in ("pcaps", "capture", "rules", "trace"):
+        shutil.rmtree(out / sub, ignore_errors=True)
+    for f in ("report.md", "hops.json", "report.html", "report.png", "run.pcapng", COLLECTED):
+        (out / f).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+@contextlib.contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while the lab is removed, so a second Ctrl-C cannot leave it half-removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> float:
+    """Execute a collect job into `out`: pcaps/, capture/, rules/, trace/ and collected.json; its seconds.
+
+    The lab is destroyed on every way out, Ctrl-C and SIGTERM included.
+    """
+    started = time.perf_counter()
+    # the drop tracer attaches while the lab is deployed; its file is written once the folder is ours
+    drops = start_drop_tracing(scratch_dir(job["lab"]) / "drops.txt") if job["trace"] else None
+    with _sigterm_as_interrupt():
+        try:
+            state = deploy(job, progress)
+            try:
+                prepare_out(out)  # only once the lab is ours: a refused run leaves the folder alone
+                if drops is not None:
+                    drops.watch(state.members)
+                col = _traffic(job, out, progress, drops)
+            finally:
+                with _signals_blocked(), timed("destroy the lab"):
+                    destroy(state.namespaces, state.lab)
+        finally:
+            if drops is not None:
+                drops.stop()
+    seconds = time.perf_counter() - started
+    col.update(seconds=seconds, trace=job["trace"], kernel=os.uname().release, readback=job["readback"],
+               timings=list(TIMINGS))
+    TIMINGS.clear()
+    (out / COLLECTED).write_text(json.dumps(col) + "\n")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m kpemu.jobs.execute JOB.json OUT_DIR`: collect; exit 0, or 3 with the reason on stderr."""
+    job_file, out = (argv if argv is not None else sys.argv[1:])[:2]
+    try:
+        collect(json.loads(Path(job_file).read_text()), Path(out),
+                lambda m: print(m, file=sys.stderr, flush=True))
+    except (ApplyError, EnvironmentProblem) as e:
+        print(f"kpemu: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

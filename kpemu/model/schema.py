@@ -1,0 +1,34 @@
+"""JSON schemas of topology and scenario files, from the pydantic models (pure).
+
+schemas/*.schema.json are these, committed for editors: every shipped YAML file names its schema
+in a first-line `# yaml-language-server: $schema=...` comment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kpemu.model.scenario import ScenarioSpec
+from kpemu.model.topology import Topology
+
+KINDS = {"topology": Topology, "scenario": ScenarioSpec}
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+# Shorthands the models accept before validation, which pydantic's schema cannot see: (model, list field) -> item
+SHORTHANDS = {("Pod", "ports"): {"type": "integer", "minimum": 1, "maximum": 65535}}
+
+
+def schema(kind: str) -> dict[str, Any]:
+    """The JSON schema (draft 2020-12) that a `kind` file (topology | scenario) must match."""
+    out = KINDS[kind].model_json_schema(by_alias=True, mode="validation")
+    for (model, fld), short in SHORTHANDS.items():
+        prop = out.get("$defs", {}).get(model, {}).get("properties", {}).get(fld)
+        if prop and "items" in prop:
+            prop["items"] = {"anyOf": [short, prop["items"]]}
+    return {"$schema": DIALECT, "title": f"kpemu {kind}", **{k: v for k, v in out.items() if k != "title"}}
+
+
+def schema_comment(kind: str, relative_dir: str) -> str:
+    """The first line that points editors (yaml-language-server) at the schema."""
+    return f"# yaml-language-server: $schema={relative_dir}/{kind}.schema.json"

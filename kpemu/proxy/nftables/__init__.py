@@ -1,0 +1,13 @@
+"""kube-proxy's nftables mode (1.30+): the transaction it sends, the table it leaves, its listing.
+
+Pure code: `nftables_transaction(topo, node)` is one first sync on a clean node
+(kpemu.proxy.nftables.generate); `Transaction.table()` the objects afterwards;
+`listing(table)` what `nft list table ip kube-proxy` prints. Applying and reading back live in
+kpemu.kernel.nftables.
+"""
+
+from kpemu.proxy.nftables.generate import nftables_transaction, settings_for
+from kpemu.proxy.nftables.listing import listing
+from kpemu.proxy.nftables.tx import Table, Transaction, sort_transaction
+
+__all__ = ["Table", "Transaction", "listing", "nftables_transaction", "settings_for", "sort_transaction"]

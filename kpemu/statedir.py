@@ -1,0 +1,28 @@
+"""Where kpemu records what it creates outside a run's output folder (pure paths, no I/O).
+
+    /run/kpemu/labs/<lab>.json    the lab's state file: its namespaces, written before the first exists
+    /run/kpemu/labs/<lab>.d/      the lab's scratch files (trace monitor output while a flow runs)
+    /run/kpemu/labs/probe/<ns>    a start-up probe namespace, recorded before it is created
+
+/run is a tmpfs like /run/netns, so records and namespaces vanish together at reboot.
+`KPEMU_STATE_DIR` moves the labs directory (tests).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+STATE_DIR = Path(os.environ.get("KPEMU_STATE_DIR", "/run/kpemu/labs"))
+PROBE_DIR = STATE_DIR / "probe"
+
+
+
+def state_path(lab: str) -> Path:
+    """The state file of `lab`."""
+    return STATE_DIR / f"{lab}.json"
+
+
+def scratch_dir(lab: str) -> Path:
+    """The directory for `lab`'s temporary files; `destroy` removes it with the lab."""
+    return STATE_DIR / f"{lab}.d"

@@ -1,0 +1,66 @@
+"""The run's pcapng, read by tshark with the command the report prints: for one connection the
+same hops in the same order as hops.json, each on its capture point's named interface, VXLAN
+decoded on flannel's port."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kpemu.kernel.netns import list_netns
+from kpemu.report.table import hop_numbers
+from kpemu.report.wireshark import RUN_PCAPNG, flow_pcapng, open_options, tshark_argv
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
+              pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (scripts/setup.sh)")]
+
+
+def _tshark(argv: list[str], cwd: Path) -> list[list[str]]:
+    res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return [line.split("\t") for line in res.stdout.splitlines() if line]
+
+
+def test_tshark_follows_one_connection_hop_by_hop(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", "scenarios/clusterip-vxlan.yaml", "--runtime",
+                          "host", "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert not list_netns("kp-clusterip-vxlan-")
+    data = json.loads((tmp_path / "hops.json").read_text())
+    # the first connection that crosses VXLAN (a backend on the other node)
+    flow, conn = next((f, c) for f in data["flows"] for c in f["connections"]
+                      if any(h["outer"] and h["outer"]["type"] == "vxlan" for h in c["hops"]))
+    hops = conn["hops"]
+    rows = _tshark(tshark_argv(RUN_PCAPNG, flow["name"], conn["index"]), tmp_path)
+    assert [int(r[0]) for r in rows] == [h["frame"] for h in hops]
+    assert [r[1] for r in rows] == [f"{h['member']}/{h['interface']}" for h in hops]
+    for r, h, num in zip(rows, hops, hop_numbers(hops), strict=True):
+        assert r[2].startswith(f"[{flow['name']}#{conn['index']}] hop {num} {h['direction']} at "
+                               f"{h['member']}/{h['interface']}")
+    # with decode-as, the VXLAN hops show their VNI and inner tuple; their interface is described with its netns
+    vx = [h for h in hops if h["outer"] and h["outer"]["type"] == "vxlan"]
+    frames = " || ".join(f"frame.number=={h['frame']}" for h in vx)
+    seen = _tshark(["tshark", "-r", RUN_PCAPNG, *open_options(), "-Y", frames, "-T", "fields", "-e", "vxlan.vni",
+                    "-e", "tcp.dstport", "-e", "frame.interface_description"], tmp_path)
+    assert [(int(s[0]), int(s[1])) for s in seen] == [(h["outer"]["vni"], h["dport"]) for h in vx]
+    assert all(s[2].endswith(f" in {h['netns']}") for s, h in zip(seen, vx, strict=True))
+    # the flow's own pcapng holds the same hops under their flow_frame numbers
+    rows = _tshark(tshark_argv(flow_pcapng(flow["name"]), flow["name"], conn["index"]), tmp_path)
+    assert [int(r[0]) for r in rows] == [h["flow_frame"] for h in hops]
+    # the reports print that command for each flow's first followed connection
+    md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
+    for f in data["flows"]:
+        rep = next(c for c in f["connections"] if c["hops"])
+        tshark = shlex.join(tshark_argv(RUN_PCAPNG, f["name"], rep["index"]))
+        assert tshark in md and html.escape(tshark) in page
+    # the per-interface pcaps stay
+    assert len(list((tmp_path / "pcaps").glob("*.pcap"))) >= 10

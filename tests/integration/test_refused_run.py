@@ -1,0 +1,69 @@
+"""A refused `kpemu run` changes nothing: not the output folder another run holds, not the folder
+of a run refused because its lab is already deployed, and no namespace is created."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kpemu import lab
+from kpemu.cli import main
+from kpemu.kernel import netns as nsmod
+from kpemu.model.scenario import load_scenario
+from tests.conftest import ROOT, SCENARIOS, needs_root
+
+pytestmark = [needs_root, pytest.mark.root]
+SCENARIO = SCENARIOS / "nodeport-iptables.yaml"
+HOLD = "import sys, time; from pathlib import Path; from kpemu.outlock import out_dir_lock\n" \
+       "with out_dir_lock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)\n"
+
+
+@pytest.fixture
+def earlier_run(tmp_path: Path) -> Path:
+    """An output folder with what an earlier run left in it."""
+    out = tmp_path / "out"
+    (out / "pcaps").mkdir(parents=True)
+    (out / "pcaps" / "client_eth0.pcap").write_bytes(b"\xd4\xc3\xb2\xa1 earlier")
+    (out / "report.md").write_text("earlier report\n")
+    return out
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def held(earlier_run: Path) -> Iterator[Path]:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(earlier_run)], stdout=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+        yield earlier_run
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_folder_held_by_another_run(held: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = _files(held)
+    assert main(["run", str(SCENARIO), "--runtime", "host", "--out", str(held)]) == 3
+    assert f"output folder {held} is in use by another kpemu run" in capsys.readouterr().err
+    assert _files(held) == before
+    assert not nsmod.list_netns("kp-nodeport-iptables-")
+
+
+def test_lab_already_deployed(earlier_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    topo = load_scenario(SCENARIO).topology
+    state = lab.deploy(topo)
+    try:
+        before = _files(earlier_run)
+        assert main(["run", str(SCENARIO), "--runtime", "host", "--out", str(earlier_run)]) == 3
+        assert "lab 'nodeport-iptables' already exists" in capsys.readouterr().err
+        assert _files(earlier_run) == before
+        assert set(nsmod.list_netns("kp-nodeport-iptables-")) == set(state.namespaces)
+    finally:
+        lab.destroy(topo.name)

@@ -1,0 +1,33 @@
+"""Run the kpemu CLI in-process from the repository root: exit code, stdout and stderr."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from dataclasses import dataclass
+
+from kpemu.cli import main
+from tests.conftest import ROOT
+
+__all__ = ["ROOT", "Result", "kpemu"]
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def kpemu(*args: str) -> Result:
+    """`kpemu ARGS...` with relative paths resolved from the repository root."""
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.chdir(cwd)
+    return Result(code, out.getvalue(), err.getvalue())

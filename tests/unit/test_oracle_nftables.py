@@ -1,0 +1,117 @@
+"""The nftables-mode oracle as one packet-flow table, in the shape of upstream's runPacketFlowTests
+(pkg/proxy/nftables/proxier_test.go): source, destination, port -> endpoints (or DROP / REJECT)
+and whether the packet is masqueraded. Cases from reference/kube-proxy-nftables.md section 7 ("Checks
+against the model") and from upstream's TestNoEndpointsReject / TestLoadBalancer semantics on the
+TestOverallNFTablesRules services."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kpemu.analyse.nftwalk import predict_nft
+from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.model import load_topology
+from kpemu.proxy.nftables import nftables_transaction
+
+DATA = Path(__file__).parent.parent / "data" / "nftables"
+NODE_IPS = {"192.168.0.2", "127.0.0.1"}
+
+# (name, fixture, node, source, destination, port, origin, output, masquerade)
+FLOWS = [
+    ("external to eTP=Local NodePort: local endpoint only, source kept", "worked-1.33", "node-a",
+     "203.0.113.2", "192.168.0.2", 30080, "remote", "10.0.1.6:8080", False),
+    ("pod to eTP=Local NodePort: short-circuit to every endpoint", "worked-1.33", "node-a",
+     "10.0.1.9", "192.168.0.2", 30080, "remote", "10.0.1.6:8080, 10.0.3.9:8080", False),
+    ("node itself to eTP=Local NodePort: every endpoint, masqueraded", "worked-1.33", "node-a",
+     "192.168.0.2", "192.168.0.2", 30080, "local", "10.0.1.6:8080, 10.0.3.9:8080", True),
+    ("pod to ClusterIP", "worked-1.33", "node-a", "10.0.1.9", "172.30.0.10", 80, "remote",
+     "10.0.1.5:8080, 10.0.2.7:8080", False),
+    ("off-cluster source to ClusterIP is masqueraded", "worked-1.33", "node-a", "192.168.5.5", "172.30.0.10", 80,
+     "remote", "10.0.1.5:8080, 10.0.2.7:8080", True),
+    ("hairpin: endpoint to its own ClusterIP", "worked-1.33", "node-a", "10.0.1.5", "172.30.0.10", 80, "remote",
+     "10.0.1.5:8080, 10.0.2.7:8080", None),
+    ("invalid port of a ClusterIP", "worked-1.33", "node-a", "10.0.1.9", "172.30.0.10", 81, "remote", "REJECT", False),
+    ("unallocated ClusterIP", "worked-1.33", "node-a", "10.0.1.9", "172.30.0.99", 80, "remote", "DROP", False),
+    ("ClusterIP without endpoints", "overall", "test-node", "10.0.0.2", "172.30.0.46", 80, "remote", "REJECT", False),
+    ("accepted external to LB with source ranges", "overall", "test-node", "203.0.113.2", "5.6.7.8", 80, "remote",
+     "10.180.0.3:80", True),
+    ("blocked external to LB with source ranges", "overall", "test-node", "203.0.113.130", "5.6.7.8", 80, "remote",
+     "DROP", False),
+    ("NodePort bypasses LoadBalancerSourceRanges", "overall", "test-node", "203.0.113.130", "192.168.0.2", 3002,
+     "remote", "10.180.0.3:80", True),
+    ("external to eTP=Local LB without local endpoints", "overall", "test-node", "203.0.113.2", "1.2.3.4", 80,
+     "remote", "DROP", False),
+    ("pod to eTP=Local LB without local endpoints: short-circuit", "overall", "test-node", "10.0.0.2", "1.2.3.4", 80,
+     "remote", "10.180.0.2:80", False),
+    ("external to externalIP, eTP=Cluster", "overall", "test-node", "203.0.113.2", "192.168.99.33", 80, "remote",
+     "10.180.0.4:80, 10.180.0.5:80", True),
+]
+
+
+def _output(pred) -> str:  # type: ignore[no-untyped-def]
+    if pred.endpoints:
+        return ", ".join(sorted(pred.endpoints))
+    return "/".join(sorted(pred.verdicts))
+
+
+@pytest.mark.parametrize(("name", "fixture", "node", "src", "dst", "port", "origin", "output", "masq"), FLOWS,
+                         ids=[f[0] for f in FLOWS])
+def test_packet_flow(name: str, fixture: str, node: str, src: str, dst: str, port: int, origin: str, output: str,
+                     masq: bool | None) -> None:
+    table = nftables_transaction(load_topology(DATA / f"{fixture}.yaml"), node).table()
+    pred = predict_nft(table, Packet(src, dst, port, origin=origin), NODE_IPS, node)
+    assert _output(pred) == output
+    assert pred.masquerade is masq
+    assert abs(sum(o.probability for o in pred.outcomes) - 1.0) < 1e-9
+
+
+def test_steps_name_the_rule_and_the_verdict_map_element() -> None:
+    topo = load_topology(DATA / "worked-1.33.yaml")
+    pred = predict_for_topology(topo, "node-a", Packet("203.0.113.2", "192.168.0.2", 30080))
+    (only,) = pred.outcomes
+    assert [(s.chain, s.target) for s in only.steps] == [
+        ("filter-prerouting", "jump firewall-check"),
+        ("nat-prerouting", "jump services"),
+        ("services", "goto external-FKIP43JP-default/api/tcp/http"),
+        ("external-FKIP43JP-default/api/tcp/http", "goto local-FKIP43JP-default/api/tcp/http"),
+        ("local-FKIP43JP-default/api/tcp/http", "goto endpoint-QM5CVHIM-default/api/tcp/http__10.0.1.6/8080"),
+        ("endpoint-QM5CVHIM-default/api/tcp/http__10.0.1.6/8080", "accept"),
+        ("filter-forward", "jump service-endpoints-check"),
+        ("filter-forward", "jump cluster-ips-check"),
+        ("nat-postrouting", "jump masquerading"),
+        ("masquerading", "return"),
+    ]
+    assert only.steps[2].rule.restore_line() == (  # type: ignore[union-attr]
+        "add rule ip kube-proxy services ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports")
+    assert only.endpoint_chain == "endpoint-QM5CVHIM-default/api/tcp/http__10.0.1.6/8080"
+
+
+@pytest.mark.parametrize(("src", "dst", "port", "origin", "output"), [
+    ("203.0.113.2", "5.6.7.8", 80, "remote", "10.0.1.5:8080"),
+    # filter-forward (priority -101) runs after nat-prerouting has DNATed the packet, so the lookup of
+    # (10.0.1.5 . tcp . 8080) in @firewall misses: the 1.29 firewall does not stop forwarded traffic
+    # (why 1.30 moved firewall-check to a prerouting chain before DNAT, #122296).
+    ("203.0.113.130", "5.6.7.8", 80, "remote", "10.0.1.5:8080"),
+    # a node process: filter-output (-101) runs before nat-output (-100), on the LB IP itself
+    ("192.168.0.2", "5.6.7.8", 80, "local", "10.0.1.5:8080"),
+])
+def test_1_29_firewall_sets(tmp_path: Path, src: str, dst: str, port: int, origin: str, output: str) -> None:
+    """1.29's alpha layout: firewall-check looks the destination up in @firewall, firewall-allow-check
+    returns for an allowed (destination . source) in the interval set @firewall-allow, else drops."""
+    text = (DATA / "worked-1.33.yaml").read_text().replace('"1.33"', '"1.29"') + """\
+  - name: lb
+    type: LoadBalancer
+    clusterIP: 172.30.0.30
+    ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30090}]
+    loadBalancerIPs: [5.6.7.8]
+    loadBalancerSourceRanges: [203.0.113.0/25, 192.168.0.0/24]
+    endpoints: [{ip: 10.0.1.5, node: node-a}]
+"""
+    (tmp_path / "t.yaml").write_text(text)
+    tx = nftables_transaction(load_topology(tmp_path / "t.yaml"), "node-a")
+    assert "add element ip kube-proxy firewall-allow { 5.6.7.8 . tcp . 80 . 5.6.7.8 }\n" in tx.text()
+    pred = predict_nft(tx.table(), Packet(src, dst, port, origin=origin), NODE_IPS, "node-a")
+    assert _output(pred) == output
+
