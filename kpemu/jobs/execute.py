@@ -230,11 +230,11 @@ def _traffic(job: dict[str, Any], out: Path, progress: Progress, drops: DropSess
     col: dict[str, Any] = {"results": {}, "conntrack": {}, "ipvs": {}, "traces": {},
                            "points": job["captures"]}
     nodes = job["nodes"]
-    with timed("apply the faults"):
-        col["faults"] = apply_faults(job.get("faults") or [], job["backend"])
     windows: dict[str, tuple[int, int]] = {}
     with timed("save the rules"):
         snapshot.save_rules(nodes, job["backend"], job["rule_kinds"], out / "rules")
+    with timed("apply the faults"):  # after the rules are saved: rules/ is what kube-proxy programmed
+        col["faults"] = apply_faults(job.get("faults") or [], job["backend"])
     caps = []
     with _servers(job):
         try:

@@ -12,44 +12,52 @@ from pathlib import Path
 
 import pytest
 
-from kpemu import lab
-from kpemu.kernel import netfilter
-from kpemu.kernel.drops import why_unavailable
-from kpemu.kernel.netns import list_netns
+from kpemu.jobs import execute
+from kpemu.kernel.drops import start_drop_tracing, why_unavailable
+from kpemu.kernel.netns import list_netns, run_in
 from kpemu.model.scenario import load_scenario
 from kpemu.plan.fabric import plan_fabric
-from kpemu.run import _traffic, analyse
+from kpemu.run import analyse, collected_from_json, resolved, scenario_job
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
 FAULTS = sorted((ROOT / "scenarios" / "faults").glob("*.yaml"))
 DROP_RULE = ('-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "default/web:http has no local endpoints" '
              '-m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DROP')
+FLOW = "to-node-without-endpoint"
 
 
-def _verdict(sc, plan, state, out: Path) -> dict:
-    col = _traffic(sc, plan, state, out)
-    a = analyse(sc, plan, col, out, False, "host", "test", os.uname().release)
-    flow = next(f for f in a.hops["flows"] if f["name"] == "to-node-without-endpoint")
-    return flow
+def _verdict(sc, job: dict, state, out: Path) -> dict:
+    """One pass of the flow's traffic in the deployed lab, analysed: the flow of hops.json."""
+    execute.prepare_out(out)
+    drops = start_drop_tracing(out / "drops-raw.txt")
+    try:
+        drops.watch(state.members)
+        col = execute._traffic(job, out, execute._quiet, drops)
+    finally:
+        drops.stop()
+    a = analyse(sc, plan_fabric(sc.topology), collected_from_json(col), out, False, "host", "test",
+                os.uname().release)
+    return next(f for f in a.hops["flows"] if f["name"] == FLOW)
 
 
 def test_removing_the_dropping_rule_by_hand_changes_the_verdict(tmp_path: Path) -> None:
     sc = load_scenario(ROOT / "scenarios" / "nodeport-local.yaml")
-    name = "to-node-without-endpoint"
-    spec = sc.spec.model_copy(update={"flows": [f for f in sc.spec.flows if f.name == name],
-                                      "expect": [e for e in sc.spec.expect if e.flow == name]})
-    sc = sc.__class__(spec, sc.topology, sc.path, tuple(f for f in sc.flows if f.flow.name == name))
-    plan = plan_fabric(sc.topology)
-    state = lab.deploy(sc.topology, source=str(sc.path), plan=plan)
+    spec = sc.spec.model_copy(update={"flows": [f for f in sc.spec.flows if f.name == FLOW],
+                                      "expect": [e for e in sc.spec.expect if e.flow == FLOW]})
+    sc = resolved.__wrapped__(sc.__class__(spec, sc.topology, sc.path,  # type: ignore[attr-defined]
+                                           tuple(f for f in sc.flows if f.flow.name == FLOW)), "host")
+    job = scenario_job(sc)
+    state = execute.deploy(job)
     try:
-        first = _verdict(sc, plan, state, tmp_path / "with-rule")
+        first = _verdict(sc, job, state, tmp_path / "with-rule")
         ns = state.members["node2"]
-        assert DROP_RULE in netfilter.save(ns, table="filter")
-        netfilter.restore(ns, "*filter\n-D" + DROP_RULE[2:] + "\nCOMMIT\n")
-        second = _verdict(sc, plan, state, tmp_path / "without-rule")
+        assert DROP_RULE in run_in(ns, ["iptables-nft-save", "-t", "filter"]).stdout
+        res = run_in(ns, ["iptables-nft-restore", "--noflush"], input="*filter\n-D" + DROP_RULE[2:] + "\nCOMMIT\n")
+        assert res.returncode == 0, res.stderr
+        second = _verdict(sc, job, state, tmp_path / "without-rule")
     finally:
-        lab.destroy(state.lab)
+        execute.destroy(state.namespaces, state.lab)
     assert not list_netns(f"kp-{sc.topology.name}-")
     v1, v2 = first["verdict"], second["verdict"]
     assert v1["action"] == "DROP" and v1["at"] == "node2" and v1["hook"] == "INPUT" and v1["table"] == "filter"
