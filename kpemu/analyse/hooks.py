@@ -70,10 +70,10 @@ class HookClaim:
 Explainer = Callable[[str, list[str], bool], str]
 
 
-def _tail(hooks: list[str]) -> str:
+def _tail(hooks: list[str], masq: str = "KUBE-POSTROUTING") -> str:
     tail = hooks[2:]
-    return (f" The claim stops there, but the packet then crosses {' -> '.join(tail)}, where KUBE-POSTROUTING "
-            "decides on MASQUERADE." if tail else "")
+    return (f" The claim stops there, but the packet then crosses {' -> '.join(tail)}, where {masq} "
+            "decides on masquerading." if tail else "")
 
 
 def _local(hooks: list[str]) -> str | None:
@@ -117,7 +117,30 @@ def explain_ipvs(access: str, hooks: list[str], right: bool) -> str:
             + _tail(hooks))
 
 
-EXPLAINERS: dict[str, Explainer] = {"iptables": explain_iptables, "ipvs": explain_ipvs}
+def explain_nftables(access: str, hooks: list[str], right: bool) -> str:
+    """Why the claim holds or not when kube-proxy runs in nftables mode (table ip kube-proxy)."""
+    if (why := _local(hooks)) is not None:
+        return why
+    masq = "the kube-proxy table's nat-postrouting chain"
+    if right and access == "ClusterIP":
+        return ("The Service's endpoint is the node itself, so after the DNAT in the kube-proxy table's "
+                "nat-prerouting chain the packet is delivered locally." + _tail(hooks, masq))
+    if right:
+        return ("The kube-proxy table's nat-prerouting chain (hook prerouting, dstnat priority) finds the port in its "
+                "service-nodeports verdict map and DNATs the packet to an endpoint before the routing decision, so "
+                "the node forwards it." + _tail(hooks, masq))
+    if access == "ClusterIP" and "FORWARD" in hooks:
+        return ("The service-ips verdict map in the kube-proxy table's nat-prerouting chain DNATs the ClusterIP to an "
+                "endpoint before the routing decision, so the packet is forwarded (filter-forward) and never reaches "
+                "INPUT. The ClusterIP is not an address of the node in this mode.")
+    if "INPUT" in hooks:
+        return ("No DNAT happened in nat-prerouting (no endpoint was chosen for this node), so the packet keeps the "
+                "node's own address and is delivered locally: the kube-proxy table's filter-input chain, whose "
+                "no-endpoint-nodeports map decides what happens to it.")
+    return "The hooks differ from the claim's."
+
+
+EXPLAINERS: dict[str, Explainer] = {"iptables": explain_iptables, "ipvs": explain_ipvs, "nftables": explain_nftables}
 
 
 def check_hook_claim(access: str, hooks: list[str], mode: str = "iptables") -> HookClaim:

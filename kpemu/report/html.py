@@ -3,7 +3,7 @@
 A table of contents; the run's files linked (pcapng, per-interface captures, rules, traces); the
 topology as inline SVG; per flow the hop table with each hop's frame in the run's pcapng, the
 tshark/Wireshark command that follows the connection, the connections, conntrack and IPVS entries,
-the chains and hook walk of the first packet, seed 002's claim, model vs kernel, the rule counters
+the chains and hook walk of the first packet, the hook claim, model vs kernel, the rule counters
 that moved, the IPVS decisions, and the sequence diagram as inline SVG (Mermaid source alongside).
 Wide things (diagrams, tables) scroll inside their own box; no text is cut.
 
@@ -168,7 +168,7 @@ def _wireshark(flow: Mapping, files: set[str]) -> str:
 
 
 def _explanation(flow: Mapping) -> str:
-    """The same explanation report.md gives: chains and hook walk, seed 002, oracle, counters, IPVS."""
+    """The same explanation report.md gives: chains and hook walk, the hook claim, oracle, counters, IPVS."""
     out: list[str] = []
     trace = flow.get("trace") or {}
     if trace and not trace.get("available"):
@@ -179,11 +179,11 @@ def _explanation(flow: Mapping) -> str:
                  _esc((hooks.get(node) or {}).get("text", ""))] for node in dict.fromkeys([*hooks, *chains])]
         out.append("<p>First packet, per node (from the trace):</p>"
                    + _table(["node", "kube-proxy chains (nat)", "hook walk"], rows, "hooks"))
-    seed = flow.get("seed002")
-    if seed:
-        word = "right" if seed.get("right") else "wrong"
-        out.append(f"<p>Seed 002 check ({_esc(seed.get('access'))} on {_esc(seed.get('node'))}): "
-                   f"<b class=\"{'ok' if seed.get('right') else 'fail'}\">{word}</b>. {_esc(seed.get('text'))}</p>")
+    claim = flow.get("hook_claim")
+    if claim:
+        word = "holds" if claim.get("right") else "does not hold"
+        out.append(f"<p>Hook claim &quot;{_esc(claim.get('sentence'))}&quot; on {_esc(claim.get('node'))}: "
+                   f"<b class=\"{'ok' if claim.get('right') else 'fail'}\">{word}</b>. {_esc(claim.get('text'))}</p>")
     oracle = flow.get("oracle") or {}
     if oracle:
         agree = oracle.get("agree")

@@ -1,5 +1,5 @@
 """report.md: per flow the hop table (with the rule or IPVS decision that changed each hop), the
-client outcomes, conntrack/IPVS entries, the chains and hook walk of the first packet, seed 002's
+client outcomes, conntrack/IPVS entries, the chains and hook walk of the first packet, the hook
 claim checked, model vs kernel, rule counters that moved, a Mermaid sequence diagram, PASS/FAIL
 (pure)."""
 
@@ -22,7 +22,7 @@ def _md_row(cells: tuple[str, ...] | list[str]) -> str:
 
 
 def explain_lines(flow: Mapping) -> list[str]:
-    """Markdown for one hops.json flow's explanation: chains, hooks, seed 002, oracle, counters, diagram."""
+    """Markdown for one hops.json flow's explanation: chains, hooks, the hook claim, oracle, counters, diagram."""
     out: list[str] = []
     trace = flow.get("trace") or {}
     if trace and not trace.get("available"):
@@ -35,10 +35,10 @@ def explain_lines(flow: Mapping) -> list[str]:
             out.append(_md_row([node, " -> ".join(chains.get(node) or []) or "(none)",
                                 (hooks.get(node) or {}).get("text", "")]))
         out.append("")
-    seed = flow.get("seed002")
-    if seed:
-        out += [f"Seed 002 check ({seed['access']} on {seed['node']}): **{'right' if seed['right'] else 'wrong'}**. "
-                + seed["text"], ""]
+    claim = flow.get("hook_claim")
+    if claim:
+        out += [f"Hook claim \"{claim['sentence']}\" on {claim['node']}: "
+                f"**{'holds' if claim['right'] else 'does not hold'}**. " + claim["text"], ""]
     oracle = flow.get("oracle") or {}
     if oracle:
         word = {True: "agree", False: "DISAGREE", None: "not checked"}[oracle.get("agree")]

@@ -55,8 +55,18 @@ def test_locally_generated_packet_starts_in_output_in_every_mode() -> None:
         assert not v.right and "starts in OUTPUT" in v.explanation
 
 
+def test_nftables_mode_names_its_own_chains_and_maps_not_iptables_or_ipvs() -> None:
+    v = check_hook_claim("NodePort", FORWARDED, "nftables")
+    assert v.right and "service-nodeports verdict map" in v.explanation and "nat-postrouting" in v.explanation
+    c = check_hook_claim("ClusterIP", FORWARDED, "nftables")
+    assert not c.right and "service-ips verdict map" in c.explanation and "never reaches INPUT" in c.explanation
+    local = check_hook_claim("NodePort", ["PREROUTING", "INPUT"], "nftables")
+    for text in (v.describe(), c.describe(), local.describe()):
+        assert "KUBE-" not in text and "IPVS" not in text and "in nftables mode" in text
+
+
 def test_a_mode_plugs_in_its_own_explainer_and_an_unknown_mode_says_none_was_written() -> None:
-    assert "no explanation written for nftables mode" in check_hook_claim("NodePort", FORWARDED, "nftables").explanation
+    assert "no explanation written for ebpf mode" in check_hook_claim("NodePort", FORWARDED, "ebpf").explanation
     EXPLAINERS["test-mode"] = lambda access, hooks, right: f"{access} {'/'.join(hooks)} {right}"
     try:
         assert check_hook_claim("NodePort", FORWARDED, "test-mode").explanation == \
