@@ -77,6 +77,18 @@ def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabSta
     return state
 
 
+def _remove_containers(lab: str | None) -> list[str]:
+    """Container members: remove the lab's containers (every kpemu container when `lab` is None),
+    found by their kpemu.lab label, before their namespaces are deleted. A lab recorded without
+    containers needs no docker engine."""
+    state = load_state(lab) if lab else None
+    if state is not None and not state.containers:
+        return []
+    from kpemu.docker.members import remove_containers
+
+    return remove_containers(lab)
+
+
 @dataclass
 class Removal:
     """What `destroy` found: the namespaces and files it removed, and the namespaces it left alone."""
@@ -128,6 +140,7 @@ def destroy(lab: str) -> Removal:
     and marking it). The lab's scratch directory and state file go last.
     """
     require_root()
+    _remove_containers(lab)  # step 1 (container members): by label, so it needs no state file
     state = load_state(lab)
     out = Removal(lab, state is not None)
     mine = lab_owner(lab)
@@ -146,6 +159,7 @@ def destroy_all() -> Removal:
     """Remove every recorded lab, every recorded probe namespace and every namespace kpemu marked
     (the CLI's `destroy --all` also stops every guest: kpemu.guest.stop_all)."""
     require_root()
+    _remove_containers(None)  # container members: every container labelled kpemu.lab
     out = Removal("", True)
     for lab in labs():
         out.add(destroy(lab))
@@ -205,10 +219,16 @@ def member_netns(lab: str, member: str) -> str:
 
 
 def exec_in(lab: str, member: str, cmd: list[str]) -> int:
-    """Run `cmd` in a member's namespace with the terminal attached; return its exit code."""
+    """Run `cmd` in a member's namespace with the terminal attached; return its exit code. In a
+    container member it runs in the container (`docker exec`), with the image's own tools."""
     ns = member_netns(lab, member)
     require_root("inspect/exec")
     try:
+        state = load_state(lab)
+        if state is not None and member in state.containers:
+            from kpemu.docker.members import exec_argv
+
+            return subprocess.run(exec_argv(ns, cmd, tty=os.isatty(0))).returncode
         return nsmod.run_in(ns, cmd, capture_output=False).returncode
     except FileNotFoundError:
         raise InputError(f"kpemu exec: command not found: {cmd[0]}") from None

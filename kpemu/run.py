@@ -34,7 +34,7 @@ from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Interface, Plan
 from kpemu.report.html import render_html
 from kpemu.report.markdown import render_markdown
-from kpemu.traffic.runner import FlowResult
+from kpemu.traffic.result import FlowResult
 
 Progress = Callable[[str], None]  # told what a run is doing now (the CLI shows it)
 

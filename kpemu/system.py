@@ -34,8 +34,10 @@ def distribution(os_release: str | None = None) -> str:
 
 
 def packages(distro: str | None = None) -> tuple[str, ...]:
-    """The packages `make setup` installs on this distribution (or on `distro`)."""
-    return DEBS + BROWSER_DEBS[distro or distribution()]
+    """The packages `make setup` installs on this distribution (or on `distro`); docker.io (a dockerd for
+    container members) only where no docker engine is installed already (docker-ce, moby)."""
+    engine = () if shutil.which("dockerd") else ("docker.io",)
+    return DEBS + BROWSER_DEBS[distro or distribution()] + engine
 # wireshark-common asks whether non-root users may capture: no (kpemu captures with tcpdump, as root)
 DEBCONF = "wireshark-common wireshark-common/install-setuid boolean false"
 

@@ -18,8 +18,15 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   # wireshark-common asks whether non-root users may capture: answered no
   python3 kpemu/system.py debconf | debconf-set-selections
+  # docker.io's maintainer scripts would start the host's docker service (docker0, iptables rules):
+  # keep every service from starting while installing; kpemu starts its own dockerd when it needs one.
+  noservices=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && noservices=1
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if ((noservices)); then rm -f /usr/sbin/policy-rc.d; fi
 fi
 
 PY=${PYTHON:-python3}
@@ -27,7 +34,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, argcomplete, virtme_ng, pytest' 2>/dev/null \
+if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, argcomplete, docker, virtme_ng, pytest' 2>/dev/null \
    || [ pyproject.toml -nt .venv/.kpemu-setup-done ]; then
   echo "setup: installing kpemu (editable) and its Python dependencies into .venv"
   .venv/bin/pip install -q --upgrade pip >/dev/null

@@ -98,6 +98,7 @@ def check_flow(exp: Expectation, fl: FlowLedger, rules_text: dict[str, str] | No
         ok = set(got) == set(exp.backends)
         checks.append(Check(fl.name, "backends", ok, ", ".join(sorted(exp.backends)) or "none",
                             ", ".join(got) or "none"))
+    checks += _http_checks(exp, fl)
     for e in exp.hops:
         what = f"hop {e.at} ({e.direction})"
         reached = [[h for h in c.hops if h.point == e.at and h.direction == e.direction] for c in fl.connections]
@@ -118,6 +119,24 @@ def check_flow(exp: Expectation, fl: FlowLedger, rules_text: dict[str, str] | No
         checks.append(Check(fl.name, f"rules {r.node}.{r.kind}", not missing,
                             "\n".join(r.contains), "missing: " + "\n".join(missing) if missing else "all present",
                             "\n".join(f"- {m}" for m in missing)))
+    return checks
+
+
+def _http_checks(exp: Expectation, fl: FlowLedger) -> list[Check]:
+    """httpStatus and bodyContains: every connection's answer must show them."""
+    checks = []
+    if exp.httpStatus is not None:
+        got = [c.status for c in fl.connections]
+        ok = bool(got) and all(s == exp.httpStatus for s in got)
+        seen = ", ".join(f"{s} x{got.count(s)}" for s in sorted(set(got), key=str)) or "no connection"
+        checks.append(Check(fl.name, "http status", ok, f"{exp.httpStatus} on all {len(got)} connections", seen))
+    if exp.bodyContains is not None:
+        missing = [c.index for c in fl.connections if exp.bodyContains not in (c.answer or "")]
+        ok = bool(fl.connections) and not missing
+        first = next((c.answer for c in fl.connections if c.index in missing), None) if missing else None
+        seen = "in every answer" if ok else (f"missing in connection(s) {missing}: {(first or '').strip()[:80]!r}"
+                                            if fl.connections else "no connection")
+        checks.append(Check(fl.name, "body", ok, f"contains {exp.bodyContains!r}", seen))
     return checks
 
 

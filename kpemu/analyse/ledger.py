@@ -99,6 +99,8 @@ class ConnLedger:
     reply: list[Hop] = field(default_factory=list)
     conntrack: list[dict] = field(default_factory=list)  # {node, entry}
     ipvs: list[dict] = field(default_factory=list)  # {node, entry}
+    answer: str | None = None  # what the client read (an HTTP body for HTTP flows)
+    status: int | None = None  # the HTTP status, for HTTP flows
 
     @property
     def hops(self) -> list[Hop]:
@@ -190,6 +192,8 @@ def _seed(packets: list[Pkt], src_points: set[str], conn: Mapping, dst_ip: str, 
     """The connection's first packet at its source (by the client's local port and destination)."""
     sport = conn.get("sport")
     marker = str(conn.get("marker", "")).encode()
+    if sport is None:  # a container client's own command: its local port is unknown
+        return _nth_opening(packets, src_points, int(conn.get("index", 0)), dst_ip, dst_port, proto)
 
     def match(p: Pkt) -> bool:
         if p.proto != proto or p.sport != sport or p.dst != dst_ip or p.dport != dst_port:
@@ -201,6 +205,19 @@ def _seed(packets: list[Pkt], src_points: set[str], conn: Mapping, dst_ip: str, 
         if cands:
             return min(cands, key=lambda p: (p.ts_ns, p.index))
     return None
+
+
+def _nth_opening(packets: list[Pkt], src_points: set[str], n: int, dst_ip: str, dst_port: int,
+                 proto: str) -> Pkt | None:
+    """The first packet of the n-th distinct source port towards dst at the source (connections of
+    one flow run one after another, so their order on the wire is their order in the flow)."""
+    seen: dict[int | None, Pkt] = {}
+    for p in sorted((p for p in packets if p.point in src_points), key=lambda p: (p.ts_ns, p.index)):
+        if p.proto == proto and p.dst == dst_ip and p.dport == dst_port and p.sport not in seen \
+                and (proto != "tcp" or ("S" in p.flags and "." not in p.flags)):
+            seen[p.sport] = p
+    opened = list(seen.values())
+    return opened[n] if n < len(opened) else None
 
 
 def _answer(packets: list[Pkt], last: Hop) -> Pkt | None:
@@ -223,7 +240,8 @@ def build_flow_ledger(name: str, src_member: str, dst_ip: str, dst_port: int, pr
     fl = FlowLedger(name, src_member, _ep(dst_ip, dst_port), protocol)
     for conn in connections:
         cl = ConnLedger(int(conn.get("index", 0)), str(conn.get("marker", "")), conn.get("sport"),
-                        str(conn.get("outcome", "")), conn.get("backend"))
+                        str(conn.get("outcome", "")), conn.get("backend"), answer=conn.get("reply"),
+                        status=conn.get("status"))
         fl.connections.append(cl)
         seed = _seed(packets, src_points, conn, dst_ip, dst_port, proto)
         if seed is None:
@@ -265,7 +283,7 @@ def hops_json(fl: FlowLedger, ok: bool) -> dict:
 
     def conn_json(c: ConnLedger) -> dict:
         return {"index": c.index, "marker": c.marker, "sport": c.sport, "outcome": c.outcome,
-                "backend": c.backend, "hops": [h.to_json(t0) for h in c.hops],
+                "backend": c.backend, "status": c.status, "reply": c.answer, "hops": [h.to_json(t0) for h in c.hops],
                 "conntrack": c.conntrack, "ipvs": c.ipvs}
 
     return {

@@ -20,6 +20,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     topo = load_topology(resolve(args.file))
     lab.require_root()
     runtime, reason = choose_runtime(args.runtime, [(topo.cni, topo.kubeProxy.mode)])
+    if topo.containers():
+        from kpemu.docker.engine import blocker
+        from kpemu.errors import EnvironmentProblem
+
+        if why := blocker(True, runtime):
+            raise EnvironmentProblem(f"lab {topo.name}: {why[0]}", why[1])
     console = human_console()
     if runtime == "vm":
         from kpemu import guest

@@ -42,6 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return max(_compare_modes(args, f, console, out_dir_for(args.out, sc.name, several))
                    for f, sc in zip(args.scenarios, scenarios, strict=True))
     decisions = choose_runtimes(args.runtime, scenarios)
+    scenarios, decisions = _without_blocked(scenarios, decisions, console)
     scenarios = [resolved(sc, rt) for sc, (rt, _) in zip(scenarios, decisions, strict=True)]
     worst, results = 0, []
     in_vm = [sc for sc, (rt, _) in zip(scenarios, decisions, strict=True) if rt == "vm"]
@@ -79,6 +80,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
     return worst
+
+
+def _without_blocked(scenarios: list[Scenario], decisions: list[tuple[str, str]],
+                     console: Console) -> tuple[list[Scenario], list[tuple[str, str]]]:
+    """Scenarios with container members that cannot run where they would (docker absent, or the
+    guest kernel): one such scenario is an environment problem (exit 3); in a batch it is reported
+    as skipped with the reason, and the others run."""
+    from kpemu.docker.engine import blocker
+    from kpemu.errors import EnvironmentProblem
+
+    keep = []
+    for sc, d in zip(scenarios, decisions, strict=True):
+        why = blocker(bool(sc.topology.containers()), d[0])
+        if why is None:
+            keep.append((sc, d))
+        elif len(scenarios) == 1:
+            raise EnvironmentProblem(f"{sc.name}: {why[0]}", why[1])
+        else:
+            console.print(f"skipped {sc.name}: {why[0]} (fix: {why[1]})")
+    return [sc for sc, _ in keep], [d for _, d in keep]
 
 
 MODES = ("iptables", "ipvs", "nftables")  # kpemu.proxy.modes.MODES, in comparison order

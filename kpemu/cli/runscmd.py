@@ -44,6 +44,15 @@ def cmd_runs_open(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runs_summary(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kpemu.report.summary import runs_summary
+
+    print(runs_summary(Path(args.dir)), end="")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
     s = add_command(sub, "runs", "past runs: name, date, PASS/FAIL, duration, path (from RUNS/*/hops.json)",
@@ -63,3 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--dir", default=argparse.SUPPRESS, help="where the runs are (default runs)")
     o.add_argument("--html", action="store_true", help="print the path of report.html instead")
     o.set_defaults(func=cmd_runs_open)
+    o = add_command(rsub, "summary", "every run as Markdown: PASS/FAIL, where it ran, each flow's hop table",
+                    ["kpemu runs summary >> \"$GITHUB_STEP_SUMMARY\"", "kpemu runs summary --dir /tmp/runs"])
+    o.add_argument("--dir", default=argparse.SUPPRESS, help="where the runs are (default runs)")
+    o.set_defaults(func=cmd_runs_summary)

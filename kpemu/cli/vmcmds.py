@@ -32,6 +32,10 @@ def doctor_data(caps: object) -> dict:
         f["status"] = feature_status(caps.features[name])
     data["runs"] = runs
     data["vm_ready"] = caps.has("tool:qemu-system-x86_64") and caps.has("tool:vng")
+    from kpemu.docker.engine import status as docker_status
+
+    ok, detail = docker_status()
+    data["docker"] = {"ok": ok, "detail": detail}
     return data
 
 
@@ -68,6 +72,8 @@ def _doctor_table(caps: object, data: dict) -> None:
             if run["not_probed"]:
                 why += "; not probed: " + ", ".join(run["not_probed"])
         r.add_row(k, where, why)
+    docker = data["docker"]
+    r.add_row("docker members (image:)", "host" if docker["ok"] else "[red]none[/]", docker["detail"])
     con.print(r)
     if not caps.root:
         con.print("[yellow]not root: kernel features were not probed (run as root to probe them)[/]")

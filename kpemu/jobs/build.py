@@ -33,7 +33,7 @@ def release_tuple(release: str) -> tuple[int, int]:
 
 def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[dict]]:
     """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations."""
-    steps = fabric_steps(plan, alias(lab_owner(topo.name)))
+    steps = fabric_steps(plan, alias(lab_owner(topo.name)), tuple(sorted(topo.containers())))
     expected: list[dict] = []
     mode = mode_of(topo)
     for node in topo.nodes:
@@ -55,6 +55,8 @@ def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str 
             "namespaces": namespaces_json(plan), "steps": [s.to_json() for s in steps], "readback": expected,
             "backend": topo.kubeProxy.backend, "ipvs": topo.kubeProxy.mode == "ipvs",
             "rule_kinds": list(mode_of(topo).saved), "trace_kind": mode_of(topo).trace,
+            "containers": {m: {"ns": plan.netns(m), "image": c.image, "command": c.command, "env": dict(c.env)}
+                           for m, c in sorted(topo.containers().items())},
             "nodes": {n.name: plan.netns(n.name) for n in topo.nodes}}
 
 
@@ -66,14 +68,15 @@ def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool =
     job.update(
         kind="collect", trace=trace, settle=sc.spec.settle,
         faults=[s.to_json() for s in plan_faults(topo, sc.spec.faults)],
-        servers=[{"ns": plan.netns(p.name), "pod": p.name,
+        servers=[{"ns": plan.netns(p.name), "pod": p.name, "own": p.has_image,
                   "tcp": [pp.port for pp in p.ports if pp.protocol == "TCP"],
                   "udp": [pp.port for pp in p.ports if pp.protocol == "UDP"]} for p in topo.pods if p.ports],
         captures=[asdict(i) for i in capture_points(plan, topo, sc.flows)],
         nat_members={m: plan.netns(m) for m in nat},
         flows=[{"name": f.flow.name, "src_ns": plan.netns(f.src_member), "dst": f.dst_ip, "port": f.dst_port,
                 "proto": f.protocol.lower(), "connections": f.flow.connections, "timeout": f.flow.timeout,
-                "size": f.flow.size or 0,
-                "match": asdict(flow_match(topo, f))} for f in sc.flows],
+                "size": f.flow.size or 0, "match": asdict(flow_match(topo, f)), "http": f.flow.http,
+                "command": f.flow.command, "container": f.src_container, "candidates": list(f.candidates), "from": f.flow.from_}
+               for f in sc.flows],
     )
     return job

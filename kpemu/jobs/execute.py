@@ -41,16 +41,18 @@ from kpemu.kernel.faults import apply_faults
 from kpemu.kernel.labstate import LabState, state_path
 from kpemu.kernel.nfttrace import start_nft_tracing
 from kpemu.kernel.trace import FlowMatch, start_tracing
+from kpemu.pace import scaled
 from kpemu.plan.types import Interface
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.client import connections
-from kpemu.traffic.server import PodServers, open_sockets
+from kpemu.traffic.server import PodServers, serve_pods
 
 COLLECTED = "collected.json"
 DROP_SLACK_NS = 300_000_000  # a drop reported just after the client gave up still belongs to the flow
 # Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
 # and a burst of back-to-back connections can overflow its netlink socket (it then exits).
 TRACE_GAP = float(os.environ.get("KPEMU_TRACE_GAP", "0.02"))
+READY_TIMEOUT = 5.0  # seconds (scaled) for an image's own server to listen
 SIOCETHTOOL = 0x8946
 ETHTOOL_STXCSUM = 0x17
 IFREQ_SIZE = 40
@@ -100,9 +102,10 @@ def write_sysctls(values: list[list[Any]]) -> None:
                 raise ApplyError(f"sysctl {key.replace('/', '.')}={value} {what}") from None
 
 
-def run_step(step: dict[str, Any]) -> None:
-    """Execute one step (kpemu.plan.batch.Step as JSON); ApplyError naming it when it fails."""
+def run_step(step: dict[str, Any], job: dict[str, Any] | None = None) -> None:
+    """Execute one step (kpemu.plan.batch.Step as JSON) of `job`; ApplyError naming it when it fails."""
     ns = step["ns"]
+    job_lab, job_containers = (job or {}).get("lab", ""), (job or {}).get("containers", {})
     try:
         with nsmod.inside(ns):
             if step["kind"] == "sysctl":
@@ -111,6 +114,10 @@ def run_step(step: dict[str, Any]) -> None:
                 tx_checksum_off(step["devices"])
             elif step["kind"] == "nfacct":
                 nfacct.ensure_counters(ns)
+            elif step["kind"] == "containers":
+                from kpemu.docker.members import start_members  # the docker SDK: only for labs with images
+
+                start_members(job_lab, {m: job_containers[m] for m in step["devices"]})
             else:
                 res = subprocess.run(step["argv"], input=step["input"], capture_output=True, text=True,
                                      check=False)
@@ -145,15 +152,16 @@ def deploy(job: dict[str, Any], progress: Progress = _quiet) -> LabState:
                                  f"kpemu destroy {job['lab']}")
     state = LabState(lab=job["lab"], source=job["source"], namespaces=namespaces,
                      members={n["member"]: n["name"] for n in job["namespaces"]},
-                     kinds={n["member"]: n["kind"] for n in job["namespaces"]}, created_at=time.time())
+                     kinds={n["member"]: n["kind"] for n in job["namespaces"]},
+                     containers=sorted(job.get("containers", {})), created_at=time.time())
     state.save()
     started = time.perf_counter()
     try:
         for step in job["steps"]:
             with timed(step["what"]):
-                run_step(step)
+                run_step(step, job)
     except BaseException:
-        destroy(namespaces, job["lab"])
+        destroy(namespaces, job["lab"], bool(job.get("containers")))
         raise
     state.deploy_seconds = time.perf_counter() - started
     state.complete = True
@@ -162,8 +170,13 @@ def deploy(job: dict[str, Any], progress: Progress = _quiet) -> LabState:
     return state
 
 
-def destroy(namespaces: list[str], lab: str) -> list[str]:
-    """Kill what runs in the namespaces, delete them (one `ip -batch`), remove the state file."""
+def destroy(namespaces: list[str], lab: str, containers: bool = False) -> list[str]:
+    """Remove the lab's containers (when it has any), kill what runs in the namespaces, delete them (one
+    `ip -batch`), remove the state file."""
+    if containers:
+        from kpemu.docker.members import remove_containers
+
+        remove_containers(lab)
     present = set(nsmod.list_netns())
     gone = [ns for ns in namespaces if ns in present]
     for ns in gone:
@@ -180,23 +193,33 @@ def destroy(namespaces: list[str], lab: str) -> list[str]:
 
 @contextlib.contextmanager
 def _servers(job: dict[str, Any]) -> Iterator[PodServers]:
-    servers = PodServers()
+    servers = serve_pods([(s["pod"], s["ns"], s["tcp"], s["udp"]) for s in job["servers"] if not s.get("own")])
     try:
-        for s in job["servers"]:
-            with nsmod.inside(s["ns"]):
-                servers.add(s["pod"], open_sockets(s["tcp"], s["udp"]))
+        own = [s for s in job["servers"] if s.get("own")]  # an image's own server answers in its container
+        if own:
+            from kpemu.traffic.container import wait_listening
+
+            wait_listening(own, scaled(READY_TIMEOUT))
         yield servers
     finally:
         servers.close()
 
 
 def run_flow(flow: dict[str, Any], gap: float = 0.0) -> dict[str, Any]:
-    """One flow's connections from its source namespace, in this thread; the FlowResult as JSON."""
+    """One flow's connections from its source namespace, in this thread (a container source runs its own
+    command in its container); the FlowResult as JSON."""
     out: dict[str, Any] = {"name": flow["name"], "connections": [], "stderr": ""}
+    if flow.get("container"):
+        from kpemu.traffic.container import run_in_container
+
+        budget = flow["connections"] * (flow["timeout"] + 2.0 + gap) + scaled(5.0)
+        out["connections"], out["stderr"] = run_in_container(flow["src_ns"], flow, budget)
+        return out
     try:
         with nsmod.inside(flow["src_ns"]):
             out["connections"] = list(connections(flow["name"], flow["dst"], flow["port"], flow["proto"],
-                                                  flow["connections"], flow["timeout"], gap, flow.get("size", 0)))
+                                                  flow["connections"], flow["timeout"], gap, flow.get("http"),
+                                                  flow.get("candidates"), flow.get("size", 0)))
     except OSError as e:
         out["stderr"] = f"client failed: {e}"
     return out
@@ -346,7 +369,7 @@ def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> floa
                 col = _traffic(job, out, progress, drops)
             finally:
                 with _signals_blocked(), timed("destroy the lab"):
-                    destroy(state.namespaces, state.lab)
+                    destroy(state.namespaces, state.lab, bool(state.containers))
         finally:
             if drops is not None:
                 drops.stop()

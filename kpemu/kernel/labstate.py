@@ -23,6 +23,7 @@ class LabState:
     namespaces: list[str]
     members: dict[str, str]  # member -> netns
     kinds: dict[str, str] = field(default_factory=dict)  # member -> node|pod|external|underlay
+    containers: list[str] = field(default_factory=list)  # members that run as containers (image:)
     created_at: float = 0.0
     deploy_seconds: float = 0.0
     complete: bool = False

@@ -10,7 +10,8 @@ created (exit 2).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -70,6 +71,16 @@ class Flow(Strict):
     connections: int = Field(1, ge=1, le=MAX_CONNECTIONS)
     timeout: float = Field(2.0, gt=0, le=10)  # seconds per connection attempt
     size: int | None = Field(None, ge=1, le=60000)  # request bytes (default: just the marker line)
+    http: str | None = None  # an HTTP GET of this path instead of the marker line
+    # A container client's own command per connection; {dst} {port} {path} {timeout} {marker} are filled in.
+    command: list[str] | None = None
+
+    @field_validator("http")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"/[!-~]*", v):
+            raise ValueError(f"expected a URL path such as / or /index.html, got {v!r}")
+        return v
 
 
 class HopExpect(Strict):
@@ -128,6 +139,8 @@ class Expectation(Strict):
     golden: str | bool | None = None  # directory (relative to the scenario file) or true
     rules: list[RulesExpect] = Field(default_factory=list)
     died: DiedExpect | None = None  # where and why it died (a verdict from the kernel)
+    httpStatus: int | None = Field(None, ge=100, le=599)  # every connection's HTTP status (flows with http:)
+    bodyContains: str | None = Field(None, min_length=1)  # a substring of every connection's answer
 
     @model_validator(mode="after")
     def _consistent(self) -> Expectation:
@@ -185,6 +198,7 @@ class ResolvedFlow:
     dst_port: int
     protocol: Literal["TCP", "UDP"]
     candidates: tuple[str, ...]  # pods that could answer (for captures and reports)
+    src_container: bool = False  # the source is a container member (it runs its own client command)
 
 
 @dataclass(frozen=True)
@@ -266,7 +280,9 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None) -> 
             fixed = [Problem(p.file, p.path, p.message + " (after the scenario's overrides)") for p in fixed]
         raise InputError(fixed) from None
     problems: list[Problem] = []
-    flows = tuple(f for i, fl in enumerate(spec.flows) if (f := _resolve(topo, fl, i, file, problems)))
+    containers = topo.containers()
+    flows = tuple(replace(f, src_container=f.src_member in containers)
+                  for i, fl in enumerate(spec.flows) if (f := _resolve(topo, fl, i, file, problems)))
     problems += check_expectations(spec, topo, file)
     if problems:
         raise InputError(problems)
@@ -401,12 +417,25 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
         if names.index(n) != i:
             problems.append(Problem(file, f"flows[{i}].name", f"flow {n!r} is defined twice"))
     problems += check_faults(spec, topo, file)
+    containers = topo.containers()
+    for i, f in enumerate(spec.flows):
+        if f.command is not None and f.from_ not in containers:
+            problems.append(Problem(file, f"flows[{i}].command", f"{f.from_} is not a container; a command needs "
+                                                                 "a source with image: (or drop command:)"))
+        if (f.http is not None or f.command is not None) and (f.protocol or "TCP") != "TCP":
+            problems.append(Problem(file, f"flows[{i}].protocol", "http: and command: flows are TCP"))
+        if f.from_ in containers and f.http is None and f.command is None:
+            problems.append(Problem(file, f"flows[{i}]", f"{f.from_} is a container: give http: PATH (it runs "
+                                                         "wget) or command: [...] (its own client)"))
+    http_flows = {f.name for f in spec.flows if f.http is not None}
     points = {f"{i.member}/{i.name}" for i in plan_fabric(topo).interfaces}
     pods = {p.name for p in topo.pods}
     for i, e in enumerate(spec.expect):
         base = f"expect[{i}]"
         if e.flow not in names:
             problems.append(Problem(file, f"{base}.flow", f"unknown flow {e.flow!r}; expected one of {names}"))
+        if e.httpStatus is not None and e.flow in names and e.flow not in http_flows:
+            problems.append(Problem(file, f"{base}.httpStatus", f"flow {e.flow} is not HTTP; give it http: PATH"))
         for j, b in enumerate(e.backends or []):
             if b not in pods:
                 problems.append(Problem(file, f"{base}.backends[{j}]", f"unknown pod {b!r}; expected pods of the "

@@ -7,6 +7,7 @@ cross-field checks (addresses in CIDRs, selectors, duplicates) live in `validate
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -111,14 +112,47 @@ class Node(Strict):
     _cidr = field_validator("podCIDR")(_check_cidr)
 
 
+IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$")  # [registry[:port]/]name[:tag][@digest]
+
+
+class Container(Strict):
+    """What makes a member a container instead of a bare namespace: its image and how it starts.
+
+    The container gets no docker network (`network_mode: none`); kpemu wires its namespace like a
+    bare one. `command` replaces the image's CMD; `env` adds environment variables.
+    """
+
+    image: str | None = None
+    command: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is not None and not IMAGE_REF.match(v):
+            raise ValueError("expected an image reference such as nginx:1.27, curlimages/curl:8.8.0 or "
+                             "kpemu/busybox:local")
+        return v
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, v: object) -> object:
+        return [v] if isinstance(v, str) else v
+
+    @property
+    def has_image(self) -> bool:
+        return self.image is not None
+
+
 class PodPort(Strict):
     port: int = Field(ge=1, le=65535)
     protocol: Protocol = "TCP"
     name: str | None = None
 
 
-class Pod(Strict):
-    """A pod: its own namespace on a node, with a small server on each port."""
+class Pod(Container):
+    """A pod: its own namespace on a node, with a small server on each port (or, with `image:`,
+    a container whose own processes serve those ports)."""
 
     name: K8sName
     namespace: K8sName = "default"
@@ -205,8 +239,9 @@ class Service(Strict):
         return self.type in ("NodePort", "LoadBalancer") or bool(self.externalIPs)
 
 
-class External(Strict):
-    """A host outside the cluster (a client, a load balancer), attached to the underlay router."""
+class External(Container):
+    """A host outside the cluster (a client, a load balancer), attached to the underlay router
+    (with `image:`, a container that runs each flow's client command)."""
 
     name: K8sName
     ip: IPv4
@@ -290,6 +325,10 @@ class Topology(Strict):
             if str(host) not in used:
                 return str(host)
         raise ValueError("underlay has no free address for the router")
+
+    def containers(self) -> dict[str, Container]:
+        """Members that run as containers (`image:` given), by member name."""
+        return {m.name: m for m in [*self.pods, *self.externals] if m.has_image}
 
     def service(self, key: str) -> Service:
         ns, _, name = key.rpartition("/")

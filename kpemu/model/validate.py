@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable, Iterable
 
 from kpemu.errors import Problem
@@ -12,6 +13,7 @@ from kpemu.model.topology import (
     NEWEST_NFT_MINOR,
     OLDEST_MINOR,
     OLDEST_NFT_MINOR,
+    Container,
     Pod,
     Service,
     Topology,
@@ -176,6 +178,8 @@ def check_topology(topo: Topology, file: str) -> list[Problem]:
         elif e.vip or e.backends:
             bad(f"externals[{i}].role", "vip and backends need role: loadbalancer")
 
+    _check_containers(topo, bad)
+
     for i, r in enumerate(topo.routes):
         if r.via not in node_names:
             try:
@@ -286,3 +290,25 @@ def _check_service(
     for j, ip in enumerate(s.externalIPs):
         if ip == s.clusterIP:
             bad(f"{base}.externalIPs[{j}]", "an external IP cannot be the clusterIP")
+
+
+def _check_containers(topo: Topology, bad: Report) -> None:
+    """`command:` and `env:` only with `image:`; a load balancer stays a bare namespace (its NAT is
+    kpemu's); environment names as a shell accepts them."""
+    members: list[tuple[str, Container]] = [(f"pods[{i}]", p) for i, p in enumerate(topo.pods)]
+    members += [(f"externals[{i}]", e) for i, e in enumerate(topo.externals)]
+    for path, m in members:
+        if not m.has_image:
+            for key in ("command", "env"):
+                if getattr(m, key):
+                    bad(f"{path}.{key}", f"{key} applies only to a container; add image: NAME (e.g. "
+                                         "kpemu/busybox:local) or drop it")
+            continue
+        if getattr(m, "role", "client") == "loadbalancer":
+            bad(f"{path}.image", "a loadbalancer external is programmed by kpemu (its NAT rules); drop image:")
+        for k in m.env:
+            if not _ENV_NAME.match(k):
+                bad(f"{path}.env.{k}", "expected an environment variable name such as PORT or HTTP_PROXY")
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

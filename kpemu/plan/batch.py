@@ -16,7 +16,7 @@ from typing import Literal
 
 from kpemu.plan.types import Plan, Route, Sysctl
 
-StepKind = Literal["run", "sysctl", "txcsum-off", "nfacct"]
+StepKind = Literal["run", "sysctl", "txcsum-off", "nfacct", "containers"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,8 @@ class Step:
     """One kernel operation, run in namespace `ns` (None: where the executor runs).
 
     kind "run": `argv` with `input` on stdin; "sysctl": write `sysctls` (key, value, optional);
-    "txcsum-off": turn TX checksum offload off on `devices`; "nfacct": create kube-proxy's nfacct counters.
+    "txcsum-off": turn TX checksum offload off on `devices`; "nfacct": create kube-proxy's nfacct counters;
+    "containers": start the container members named in `devices` and bind their namespaces.
     """
 
     kind: StepKind
@@ -88,12 +89,16 @@ def is_namespace_wide(s: Sysctl) -> bool:
     return not (len(parts) > 4 and parts[2] in ("conf", "neigh") and parts[3] not in ("all", "default"))
 
 
-def fabric_steps(plan: Plan, mark: str = "") -> list[Step]:
+def fabric_steps(plan: Plan, mark: str = "", containers: tuple[str, ...] = ()) -> list[Step]:
     """The steps that build the plan's namespaces and wiring (not its netfilter rules), in order.
 
     `mark` becomes each namespace's loopback alias in its first batch (kpemu.kernel.owner: whose it is).
+    The namespaces of `containers` (members) are their containers', bound by a "containers" step.
     """
-    steps = [batch_step("create the namespaces", None, (f"netns add {ns.name}" for ns in plan.namespaces))]
+    steps = [batch_step("create the namespaces", None, (f"netns add {ns.name}" for ns in plan.namespaces
+                                                         if ns.member not in containers))]
+    if containers:
+        steps.append(Step("containers", "start the container members", devices=containers))
     steps += sysctl_steps("namespace sysctls", (s for s in plan.sysctls if is_namespace_wide(s)))
     veths = []
     for v in plan.veths:

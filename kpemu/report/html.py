@@ -217,6 +217,12 @@ def _flow(flow: Mapping, details: Mapping[int, Mapping] | None, files: set[str])
     if flow.get("backends"):
         summary += f"; answered by {', '.join(flow['backends'])}"
     out.append(f"<p>{_e(summary)}</p>")
+    answered = next((c for c in conns if c.get("status") is not None
+                     or (c.get("sport") is None and c.get("reply"))), None)  # HTTP, or a container client
+    if answered:
+        status = f" HTTP {answered['status']}" if answered.get("status") is not None else ""
+        out.append(f"<p>connection {_esc(answered.get('index'))} got{_e(status)}:</p>"
+                   f"<pre>{_e(str(answered.get('reply') or '(empty)')[:400])}</pre>")
     rep = next((c for c in conns if c.get("hops")), None)
     if flow.get("hops"):
         if rep is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kpemu.analyse.expect import Check
-from kpemu.analyse.ledger import FlowLedger
+from kpemu.analyse.ledger import ConnLedger, FlowLedger
 from kpemu.report.mermaid import sequence_diagram
 from kpemu.report.table import HEADERS, hop_rows, verdict_lines, verdict_row
 from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
@@ -67,6 +67,13 @@ def fault_lines(faults: Sequence[Mapping]) -> list[str]:
     return [*out, ""]
 
 
+def _answer_lines(c: ConnLedger) -> list[str]:
+    """What the client read on the representative connection (the HTTP status and body)."""
+    head = f"Connection {c.index} got" + (f" HTTP {c.status}" if c.status is not None else "") + ":"
+    body = (c.answer or "").strip()
+    return [head, "", "```", body[:400] or "(empty)", "```", ""]
+
+
 def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledgers: list[FlowLedger],
                     checks: list[Check], seconds: float, flows_json: Sequence[Mapping] | None = None,
                     mode: str | None = None, faults: Sequence[Mapping] = ()) -> str:
@@ -86,6 +93,8 @@ def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledge
                    + ", ".join(f"{o} x{outcomes.count(o)}" for o in sorted(set(outcomes)))
                    + (f"; answered by {', '.join(backends)}" if backends else ""))
         out.append("")
+        if rep and (rep.status is not None or rep.sport is None):  # HTTP, or a container client's command
+            out += _answer_lines(rep)
         if rep and rep.hops:
             out += [f"Connection {rep.index} (`{rep.marker}`, outcome {rep.outcome}"
                     + (f", backend {rep.backend}" if rep.backend else "") + "):", "",

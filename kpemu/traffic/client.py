@@ -12,12 +12,14 @@ Standard library only.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import socket
 import sys
 import time
 from collections.abc import Iterator
 
+from kpemu.traffic import http
 from kpemu.traffic.markers import parse_reply, request_marker
 
 
@@ -27,7 +29,9 @@ def _payload(marker: str, size: int) -> bytes:
     return line + b"." * max(0, size - len(line))
 
 
-def _tcp(dst: str, port: int, marker: str, timeout: float, size: int = 0) -> dict:
+def _tcp(dst: str, port: int, marker: str, timeout: float, path: str | None = None,
+         candidates: list[str] | None = None, size: int = 0) -> dict:
+    """One TCP connection: the marker line (or, with `path`, an HTTP GET) and what comes back."""
     out: dict = {"connected": False, "reply": None, "backend": None, "outcome": "dropped"}
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -37,6 +41,9 @@ def _tcp(dst: str, port: int, marker: str, timeout: float, size: int = 0) -> dic
     try:
         s.connect((dst, port))
         out["connected"] = True
+        if path is not None:
+            _http(out, s, http.request(dst, port, path, marker), candidates or [])
+            return out
         s.sendall(_payload(marker, size))
         buf = b""
         while b"\n" not in buf and len(buf) < 512:
@@ -55,6 +62,20 @@ def _tcp(dst: str, port: int, marker: str, timeout: float, size: int = 0) -> dic
     finally:
         s.close()
     return out
+
+
+def _http(out: dict, s: socket.socket, req: bytes, candidates: list[str]) -> None:
+    """Send the GET, read the response until the server closes (bounded), parse status and body."""
+    s.sendall(req)
+    buf = b""
+    while len(buf) < 65536:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    status, body = http.parse_response(buf)
+    out.update(status=status, reply=body.strip() or None, backend=http.pod_named(body, candidates),
+               outcome="reply" if status is not None else "no-reply")
 
 
 def _udp(dst: str, port: int, marker: str, timeout: float, size: int = 0) -> dict:
@@ -102,11 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--proto", choices=["tcp", "udp"], default="tcp")
     ap.add_argument("--connections", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=2.0)
-    ap.add_argument("--size", type=int, default=0, help="request bytes (the marker line, padded)")
     ap.add_argument("--gap", type=float, default=0.0, help="seconds to wait between connections (at most 1)")
+    ap.add_argument("--http", metavar="PATH", help="send an HTTP GET of PATH instead of the marker line (TCP)")
+    ap.add_argument("--candidates", default="", help="comma-separated pods an HTTP answer may name")
+    ap.add_argument("--size", type=int, default=0, help="request bytes (the marker line, padded)")
     args = ap.parse_args(argv)
+    candidates = [c for c in args.candidates.split(",") if c]
     for res in connections(args.flow, args.dst, args.port, args.proto, args.connections, args.timeout, args.gap,
-                           args.size):
+                           args.http, candidates, args.size):
         print(json.dumps(res), flush=True)
     return 0
 
@@ -114,20 +138,24 @@ def main(argv: list[str] | None = None) -> int:
 MAX_CONNECTIONS = 64
 
 
-def connections(flow: str, dst: str, port: int, proto: str, count: int, timeout: float,
-                gap: float = 0.0, size: int = 0) -> Iterator[dict]:
+def connections(flow: str, dst: str, port: int, proto: str, count: int, timeout: float, gap: float = 0.0,
+                http_path: str | None = None, candidates: list[str] | None = None, size: int = 0) -> Iterator[dict]:
     """Make `count` (1 to 64) sequential connections, `gap` (at most 1) seconds apart; yield each result.
+    With `http_path`, each TCP connection is an HTTP GET (the reply names one of `candidates`); otherwise
+    the marker line is padded to `size` bytes.
 
     Sockets are created in the calling thread's network namespace. Bounded: count x (timeout + gap).
     """
-    run = _tcp if proto == "tcp" else _udp
+    run = functools.partial(_tcp if proto == "tcp" else _udp, size=size)
+    if http_path is not None:
+        run = functools.partial(_tcp, path=http_path, candidates=candidates or [])
     gap = max(0.0, min(gap, 1.0))
     for i in range(max(1, min(count, MAX_CONNECTIONS))):
         if i and gap:
             time.sleep(gap)
         marker = request_marker(flow, i)
         started = time.monotonic()
-        res = run(dst, port, marker, timeout, size)
+        res = run(dst, port, marker, timeout)
         res.update(index=i, marker=marker, duration=round(time.monotonic() - started, 6))
         yield res
 

@@ -1,8 +1,7 @@
-"""Helpers for the processes a run starts: wait for a readiness line, stop them (bounded)."""
+"""Helpers for the processes a run starts: wait (bounded) for a readiness line from each."""
 
 from __future__ import annotations
 
-import contextlib
 import selectors
 import subprocess
 import time
@@ -26,18 +25,3 @@ def wait_for_lines(procs: dict[str, subprocess.Popen], word: str, timeout: float
                 deadline = min(deadline, time.monotonic())
     sel.close()
     return sorted(pending)
-
-
-def stop_processes(procs: list[subprocess.Popen], grace: float = 1.0) -> None:
-    """Terminate processes we started, killing those that do not exit within `grace`."""
-    for p in procs:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                p.terminate()
-    deadline = time.monotonic() + grace
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.01, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()

@@ -117,3 +117,14 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def serve_pods(pods: list[tuple[str, str, list[int], list[int]]]) -> PodServers:
+    """Serve every (pod name, netns, TCP ports, UDP ports) from this process; `close()` when done."""
+    from kpemu.kernel import netns as nsmod
+
+    servers = PodServers()
+    for name, ns, tcp, udp in pods:
+        with nsmod.inside(ns):
+            servers.add(name, open_sockets(tcp, udp))
+    return servers

@@ -13,8 +13,7 @@ from kpemu.kernel import netns as nsmod
 from kpemu.kernel.trace import FlowMatch, start_tracing
 from kpemu.model import topology_from_data
 from kpemu.statedir import scratch_dir
-from kpemu.traffic.procs import stop_processes
-from kpemu.traffic.runner import start_servers
+from kpemu.traffic.server import serve_pods
 from scripts.bench import ROOT
 
 CONNECTIONS = 5
@@ -45,14 +44,16 @@ def trace_cost() -> list[dict[str, object]]:
     t0 = time.perf_counter()
     state = lab.deploy(topo)
     deploy = time.perf_counter() - t0
-    servers = []
+    servers = None
     try:
-        servers = start_servers(topo, state.members)
+        servers = serve_pods([(p.name, state.members[p.name], [pp.port for pp in p.ports if pp.protocol == "TCP"],
+                              [pp.port for pp in p.ports if pp.protocol == "UDP"]) for p in topo.pods])
         nodes = {n.name: state.members[n.name] for n in topo.nodes}
         plain = _flows(state, nodes, False)
         traced = _flows(state, nodes, True)
     finally:
-        stop_processes(servers)
+        if servers is not None:
+            servers.close()
         lab.destroy(topo.name)
     n = len(FLOWS) * CONNECTIONS
     return [{"name": "trace.deploy", "value": round(deploy, 3), "unit": "s"},

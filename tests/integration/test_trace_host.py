@@ -38,8 +38,7 @@ from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
 from kpemu.proxy.iptables import iptables_rules, restore_text
 from kpemu.statedir import scratch_dir
-from kpemu.traffic.procs import stop_processes
-from kpemu.traffic.runner import start_servers
+from kpemu.traffic.server import serve_pods
 from tests.conftest import TOPOLOGIES, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
@@ -69,16 +68,18 @@ def env() -> Iterator[tuple[Topology, lab.LabState]]:
     topo = topology_from_data(data, "ittrace.yaml")
     lab.destroy(topo.name)
     state = lab.deploy(topo)
-    servers = []
+    servers = None
     try:
         for n in topo.nodes:  # deploy may not program kube-proxy yet: make sure its rules are there
             ns = state.members[n.name]
             if "KUBE-SERVICES" not in save(ns, topo.kubeProxy.backend, "nat"):
                 restore(ns, restore_text(iptables_rules(topo, n.name)), topo.kubeProxy.backend)
-        servers = start_servers(topo, state.members)
+        servers = serve_pods([(p.name, state.members[p.name], [pp.port for pp in p.ports if pp.protocol == "TCP"],
+                              [pp.port for pp in p.ports if pp.protocol == "UDP"]) for p in topo.pods])
         yield topo, state
     finally:
-        stop_processes(servers)
+        if servers is not None:
+            servers.close()
         lab.destroy(topo.name)
         assert not nsmod.list_netns("kp-ittrace-")
 

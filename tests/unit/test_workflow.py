@@ -6,6 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,3 +48,49 @@ def test_jobs_native_and_guest_with_artifacts() -> None:
     uploads = [s for j in jobs.values() for s in j["steps"]
                if str(s.get("uses", "")).startswith("actions/upload-artifact")]
     assert len(uploads) >= 2 and all(s["with"]["path"] == "runs/" for s in uploads)
+
+
+def test_every_job_summarises_and_the_guest_job_caches_its_kernel() -> None:
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    for name, job in jobs.items():
+        runs = [s.get("run", "") for s in job["steps"]]
+        assert any('kpemu runs summary >> "$GITHUB_STEP_SUMMARY"' in r for r in runs), name
+    caches = [s for s in jobs["guest"]["steps"] if str(s.get("uses", "")).startswith("actions/cache")]
+    assert caches and caches[0]["with"]["path"] == "/var/cache/kpemu/kernels"
+    guest_runs = "\n".join(s.get("run", "") for s in jobs["guest"]["steps"])
+    assert "kpemu vm up" in guest_runs and "kpemu vm down" in guest_runs  # the warm guest, as users use it
+    assert "/run/kpemu/vm/guest-" in guest_runs  # its logs go up with the runs
+
+
+def test_every_kpemu_command_the_workflow_runs_exists() -> None:
+    from kpemu.cli import build_parser
+
+    parser = build_parser()
+    calls = [m.group(1).split() for run in _run_lines()
+             for m in re.finditer(r"\.venv/bin/kpemu ((?:[a-z][a-z-]*)(?: [a-z][a-z-]*)?)", run)]
+    assert len(calls) >= 5
+    for words in calls:  # e.g. ["vm", "up"], ["runs", "summary"], ["doctor"]: kpemu's parser knows each
+        parser.parse_known_args(words)
+
+
+@pytest.mark.parametrize(("os_release", "distro", "browser"), [
+    ('ID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\n', "ubuntu", None),
+    ('ID=linuxmint\nID_LIKE="ubuntu debian"\n', "ubuntu", None),
+    ('ID=debian\nVERSION_ID="12"\n', "debian", "chromium"),
+    ("ID=fedora\n", "debian", "chromium"),
+])
+def test_setup_chooses_package_names_per_distribution(os_release: str, distro: str, browser: str | None) -> None:
+    from kpemu import system
+
+    assert system.distribution(os_release) == distro
+    pkgs = system.packages(distro)
+    assert ("chromium" in pkgs) is (browser is not None)  # on Ubuntu `chromium` is a snap stub apt cannot install
+    assert {"iproute2", "nftables", "nfacct", "qemu-system-x86", "busybox-static", "tshark"} <= set(pkgs)
+
+
+def test_setup_sh_takes_its_package_list_from_system_py() -> None:
+    text = (ROOT / "scripts" / "setup.sh").read_text()
+    assert "mapfile -t DEBS < <(python3 kpemu/system.py)" in text
+    out = subprocess.run(["python3", str(ROOT / "kpemu" / "system.py"), "ubuntu"], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert "chromium" not in out and "iproute2" in out
