@@ -51,13 +51,12 @@ def agent_argv(root: Path, once: bool, idle: float = IDLE_SECONDS) -> list[str]:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, killed but not yet reaped by its parent, does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def _forget(root: Path = WARM_DIR) -> None:
@@ -209,10 +208,20 @@ def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progr
     return out
 
 
+def current(progress: Progress = _quiet) -> dict[str, Any] | None:
+    """The warm guest, restarted first when its agent runs other kpemu code than this; None when none is up."""
+    st = warm_status()
+    if st is not None and st.get("agent", {}).get("code") not in (None, exchange.code_fingerprint()):
+        progress("the warm guest runs other kpemu code than this checkout: restarting it")
+        down()
+        st = up(progress, st["idle"])
+    return st
+
+
 def send(requests: list[tuple[str, dict[str, Any]]], cold_root: Path, progress: Progress = _quiet,
          ) -> tuple[str, list[tuple[Path, dict]]]:
     """Requests to the warm guest if one is up, else to one cold boot; ("warm"|"cold", results)."""
-    if warm_status() is not None:
+    if current(progress) is not None:
         return "warm", [request(kind, progress, **fields) for kind, fields in requests]
     return "cold", cold(requests, cold_root, progress)
 
@@ -251,7 +260,7 @@ def deploy_lab(topo: Any, source: str, progress: Progress = _quiet) -> dict[str,
     from kpemu.kernel.nfacct import with_nfacct
     from kpemu.plan.fabric import plan_fabric
 
-    if warm_status() is None:
+    if current(progress) is None:
         progress("no warm guest is up: starting one (it stays up for further commands; kpemu vm down stops it)")
         up(progress)
     topo = with_nfacct(resolve_random_fully(topo), nfacct_supported)

@@ -87,7 +87,8 @@ def serve(root: Path, once: bool, idle: float) -> int:
     stop = threading.Event()
     threading.Thread(target=_beat, args=(root, stop), daemon=True).start()
     exchange.write_json(root / exchange.AGENT, {"pid": os.getpid(), "kernel": os.uname().release,
-                                                "started": time.time(), "idle": idle})
+                                                "started": time.time(), "idle": idle,
+                                                "code": exchange.code_fingerprint()})
     last = time.monotonic()
     try:
         while True:

@@ -9,6 +9,7 @@ answers with `results/<id>.json`. The agent also keeps `agent.json` (who it is) 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -19,6 +20,17 @@ from typing import Any
 AGENT = "agent.json"
 HEARTBEAT = "heartbeat"
 REQUESTS, RUNNING, RESULTS, WORK = "requests", "running", "results", "work"
+
+
+def code_fingerprint() -> str:
+    """Which kpemu code this is (the names, sizes and times of its source files): a warm guest whose agent
+    started from other code is restarted rather than trusted."""
+    src = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha1()
+    for path in sorted(src.rglob("*.py")):
+        st = path.stat()
+        digest.update(f"{path.relative_to(src)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def prepare(root: Path) -> None:
@@ -37,7 +49,7 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 def submit(root: Path, kind: str, **fields: Any) -> str:
     """Queue a request; its id (also the name of its work directory)."""
     prepare(root)
-    rid = f"{time.strftime('%H%M%S')}-{kind}-{secrets.token_hex(3)}"
+    rid = f"{time.time_ns():020d}-{kind}-{secrets.token_hex(3)}"  # sorts in the order submitted
     (root / WORK / rid).mkdir(parents=True, exist_ok=True)
     write_json(root / REQUESTS / f"{rid}.json", {"id": rid, "kind": kind, **fields})
     return rid

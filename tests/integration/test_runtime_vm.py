@@ -76,3 +76,27 @@ def test_boot_timeout_is_exit_3_with_console_tail(tmp_path: Path, guest_kernel: 
     assert "console" in r.stderr and (tmp_path / "guest-console.log").exists()
     assert not [ln for ln in subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True,
                                             check=False).stdout.split()], "qemu left running after the timeout"
+
+
+def test_a_guest_dies_with_the_kpemu_that_started_it(tmp_path: Path, guest_kernel: vm.GuestKernel) -> None:
+    """SIGKILL the kpemu process of a cold guest: its QEMU goes too, and the guest lock is free again."""
+    import signal
+    import time
+
+    from kpemu.guest import stray_guests
+
+    out = tmp_path / "out"
+    proc = subprocess.Popen([KPEMU, "vm", "exec", "--out", str(out), "--", "sleep", "600"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (out / ".kpemu-guest-started").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)  # the guest runs the command: QEMU is up and holds the lock
+    assert (out / ".kpemu-guest-started").exists(), "the guest did not start"
+    assert stray_guests(), "no process holds the guest lock while the guest runs"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while stray_guests() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not stray_guests(), "QEMU outlived the kpemu process that started it"
+    assert not vm.guest_running()  # the lock is free: a new run does not wait
