@@ -37,7 +37,7 @@ scenario: setup
 	$(KPEMU) run scenarios/$(NAME).yaml --out runs/$(NAME)
 
 scenarios: setup
-	$(KPEMU) run scenarios/*.yaml --out runs
+	$(KPEMU) run scenarios/*.yaml scenarios/faults/*.yaml --out runs
 
 clean-labs: setup
 	$(KPEMU) destroy --all

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from kpemu import lab
-from kpemu.analyse.expect import Check, check_flow, check_goldens, fixed_ports, write_goldens
-from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow
+from kpemu.analyse.expect import Check, check_died, check_flow, check_goldens, fixed_ports, write_goldens
+from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, with_verdicts
 from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
 from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
 from kpemu.capture.points import capture_file_stem, point_name
@@ -76,6 +76,7 @@ class Collected:
     ipvs: dict[str, str] = field(default_factory=dict)  # node -> ipvsadm -Lnc text
     points: list[Interface] = field(default_factory=list)
     traces: dict[str, TraceData] = field(default_factory=dict)  # flow -> trace texts and counter snapshots
+    faults: list[dict] = field(default_factory=list)  # the faults applied (plan step + commands run)
 
 
 def _warm_scapy() -> threading.Thread:
@@ -135,13 +136,14 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     ipvs_services = {n.name: rules_text.get(f"{n.name}.ipvs", "") for n in sc.topology.nodes}
     ledgers: list[FlowLedger] = []
     explanations: dict[str, FlowExplanation] = {}
+    altered = frozenset(f["member"] for f in col.faults if f.get("delete_rules"))
     for flow in sc.flows:
         res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
         fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,
                                res.connections, packets, infos)
         attach_state(fl, conntrack, ipvs)
         explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
-                                             texts, ipvs_services)
+                                             texts, ipvs_services, altered)
         ledgers.append(fl)
     write_run_pcapngs(out, infos, files, ledgers, packets)
     by_name = {fl.name: fl for fl in ledgers}
@@ -150,6 +152,7 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     written: list[Path] = []
     for exp in sc.spec.expect:
         checks += check_flow(exp, by_name[exp.flow], rules_text)
+        checks += check_died(exp, exp.flow, explanations[exp.flow].verdicts)
         gdir = sc.golden_dir(exp)
         if gdir is not None:
             if update_goldens:
@@ -167,7 +170,9 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     hops = {"scenario": sc.name, "mode": sc.topology.kubeProxy.mode, "lab": sc.topology.name,
             "runtime": runtime, "reason": reason, "kernel": kernel,
             "ok": all(c.ok for c in checks),
-            "flows": [{**hops_json(fl, flows_ok[fl.name]), **explanations[fl.name].to_json()} for fl in ledgers],
+            "faults": col.faults,
+            "flows": [with_verdicts({**hops_json(fl, flows_ok[fl.name]), **explanations[fl.name].to_json()},
+                                    explanations[fl.name]) for fl in ledgers],
             "checks": [c.to_json() for c in checks]}
     details = {name: ex.details for name, ex in explanations.items()}
     return Analysis(ledgers, checks, hops, written, explanations, details)
@@ -183,9 +188,12 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
         results={k: FlowResult(**v) for k, v in data["results"].items()},
         conntrack=data["conntrack"],
         ipvs=data["ipvs"],
+        faults=data.get("faults", []),
         points=[Interface(**i) for i in data["points"]],
         traces={k: TraceData(texts=t["texts"], unavailable=t["unavailable"], before=snap(t["before"]),
-                             after=snap(t["after"])) for k, t in data["traces"].items()},
+                             after=snap(t["after"]), drops=t.get("drops", ""),
+                             drops_unavailable=t.get("drops_unavailable"), drop_members=t.get("drop_members", {}))
+                for k, t in data["traces"].items()},
     )
 
 
@@ -240,7 +248,8 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     hops["trace"] = data["trace"]
     (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], a.ledgers, a.checks,
-                                                   seconds, flows_json=hops["flows"], mode=hops["mode"]))
+                                                   seconds, flows_json=hops["flows"], mode=hops["mode"],
+                                                   faults=hops["faults"]))
     (out / "report.html").write_text(render_html(hops, sc.topology, a.details, files=run_files(out)))
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
 

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 DEBS = ("iproute2", "iptables", "ipset", "ipvsadm", "tcpdump", "conntrack", "ethtool", "nftables", "nfacct", "kmod",
-        "procps", "util-linux", "python3-venv", "qemu-system-x86", "busybox-static", "file", "tshark")
+        "procps", "util-linux", "python3-venv", "qemu-system-x86", "busybox-static", "file", "tshark",
+        "bpftrace")  # bpftrace: the kernel's drop reasons (kernel/drops.py)
 # The browser that renders report.html in the tests: Debian packages Chromium; on Ubuntu `chromium` is
 # a snap stub apt cannot install, and GitHub's Ubuntu runners ship Google Chrome instead.
 BROWSER_DEBS = {"debian": ("chromium",), "ubuntu": ()}

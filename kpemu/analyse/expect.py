@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kpemu.analyse.golden import golden_diff, normalise_capture
 from kpemu.analyse.ledger import FlowLedger, Hop
+from kpemu.analyse.verdict import Verdict
 from kpemu.model.scenario import Expectation, HopExpect
 from kpemu.model.topology import Topology
 
@@ -62,6 +64,23 @@ def _want_text(e: HopExpect) -> str:
 def _seen_text(h: Hop) -> str:
     outer = f" outer {h.pkt.outer.type}" if h.pkt.outer else ""
     return f"src {h.src} dst {h.dst} [{h.pkt.flags}]{outer}"
+
+
+def check_died(exp: Expectation, flow: str, verdicts: Mapping[int, Verdict]) -> list[Check]:
+    """`died:`: every unanswered connection died at the expected member, by and for the expected thing."""
+    d = exp.died
+    if d is None:
+        return []
+    want = "; ".join(f"{k} {v}" for k, v in (("at", d.at), ("by", d.by), ("reason", d.reason)) if v)
+    if not verdicts:
+        return [Check(flow, "died", False, want, "no connection died (every one was answered)")]
+    bad = []
+    for i, v in sorted(verdicts.items()):
+        words = v.words()
+        if (d.at and d.at != v.at) or (d.by and d.by not in words) or (d.reason and d.reason not in words):
+            bad.append(f"connection {i}: {v.text}")
+    first = next(iter(verdicts.values()))
+    return [Check(flow, "died", not bad, want, "; ".join(bad) if bad else f"at {first.at}: {first.text}")]
 
 
 def check_flow(exp: Expectation, fl: FlowLedger, rules_text: dict[str, str] | None = None) -> list[Check]:

@@ -1,9 +1,9 @@
-"""Explain a run's flows (pure): what to trace, rule attribution, hook walk, seed 002, model vs kernel.
+"""Explain a run's flows (pure): what to trace, rule attribution, hook walk and its claim, verdicts, model vs kernel.
 
 Joins the building blocks for one flow of a run: `flow_match` says which tuples the kernel must
 trace (kernel/trace.py); `explain_flow` takes the ledger, the trace text of every node and the
 counter snapshots taken around the flow, fills the ledger's `changed_by[].by` (attribution.py),
-walks the netfilter hooks of the first packet on each node (hooks.py), checks seed 002's claim
+walks the netfilter hooks of the first packet on each node (hooks.py), checks the common hook claim
 on the node where the Service is entered, and checks every connection's first packet against the
 model oracle (oracle.py). The result is plain data for hops.json and the reports.
 """
@@ -25,15 +25,19 @@ from kpemu.analyse.attribution import (
     kernel_kube_path,
     kube_chain_path,
 )
-from kpemu.analyse.hooks import SEED_002, compare_with_seed002, hook_walk, hooks_only, walk_text
+from kpemu.analyse.drops import parse_drops
+from kpemu.analyse.hooks import CLAIMS, check_hook_claim, hook_walk, hooks_only, walk_text
 from kpemu.analyse.ledger import ConnLedger, FlowLedger
 from kpemu.analyse.oracle import Packet, Prediction, compare_paths, predict_for_topology
+from kpemu.analyse.verdict import Verdict, connection_verdict
 from kpemu.kernel.trace import LOST_EVENTS, FlowMatch
+from kpemu.model.names import netns_name
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
 from kpemu.proxy.modes import mode_of
 
 MAX_COUNTER_RULES = 40
+MAX_DROP_EVENTS = 40
 
 
 def member_ip(topo: Topology, member: str) -> str | None:
@@ -77,7 +81,7 @@ def flow_match(topo: Topology, flow: ResolvedFlow, tag: str | None = None) -> Fl
 
 
 def access_kind(topo: Topology, flow: ResolvedFlow) -> str | None:
-    """Which row of seed 002's table a flow is: ClusterIP, NodePort, LoadBalancer (None: no Service)."""
+    """How a flow enters its Service: ClusterIP, NodePort, LoadBalancer (None: no Service)."""
     t = flow.flow.to
     if t.service is not None:
         return {"clusterIP": "ClusterIP", "nodePort": "NodePort", "loadBalancer": "LoadBalancer"}.get(
@@ -97,6 +101,9 @@ class TraceData:
     unavailable: str | None = None
     before: Any = None  # kernel.counters.CounterSnapshot
     after: Any = None
+    drops: str = ""  # the kernel drop tracer's text inside this flow's window (kernel/drops.py)
+    drops_unavailable: str | None = None
+    drop_members: dict[str, str] = field(default_factory=dict)  # netns inode -> lab member
 
 
 def _request_packets(cl: ConnLedger, att: ConnAttribution) -> list[TracedPacket]:
@@ -183,15 +190,18 @@ class FlowExplanation:
     reason: str | None = None
     chains: dict[str, list[str]] = field(default_factory=dict)  # node -> nat chain path of the first packet
     hooks: dict[str, dict] = field(default_factory=dict)  # node -> {"walk", "text"}
-    seed002: dict | None = None
+    hook_claim: dict | None = None
     oracle_checked: int = 0
     oracle_skipped: int = 0  # first packets on a node whose trace lost events
     lossy: list[str] = field(default_factory=list)  # nodes where xtables-monitor's socket overflowed
+    unchecked: list[str] = field(default_factory=list)  # why other first packets were not checked
     oracle_nodes: list[str] = field(default_factory=list)
     disagreements: list[str] = field(default_factory=list)
     counters: dict[str, list[dict]] = field(default_factory=dict)
     ipvs_decisions: dict[str, list[dict]] = field(default_factory=dict)
     details: dict[int, dict[str, list[str]]] = field(default_factory=dict)  # hop index -> rules / capture
+    verdicts: dict[int, Verdict] = field(default_factory=dict)  # connection index -> why it died
+    drops: dict = field(default_factory=dict)  # kernel drop tracing: available, reason, events
 
     @property
     def oracle_ok(self) -> bool:
@@ -201,9 +211,12 @@ class FlowExplanation:
         """One line: agreement, the disagreements, or why nothing was checked."""
         lost = (f" ({self.oracle_skipped} first packet(s) not checked: the trace on {', '.join(self.lossy)} "
                 "lost events)") if self.lossy else ""
+        lost += "".join(f" (not checked: {u})" for u in self.unchecked)
         if self.disagreements:
             return "; ".join(self.disagreements) + lost
         if not self.oracle_checked:
+            if self.unchecked and not self.lossy:
+                return "not checked: " + "; ".join(self.unchecked)
             return "not checked: " + (self.reason or "no traced first packet") + lost
         return (f"model and kernel agree: {self.oracle_checked} first packet(s) on "
                 f"{', '.join(self.oracle_nodes)} took a path the model predicts{lost}")
@@ -211,21 +224,24 @@ class FlowExplanation:
     def to_json(self) -> dict:
         return {
             "trace": {"available": self.traced, "reason": self.reason},
-            "chains": self.chains, "hooks": self.hooks, "seed002": self.seed002,
+            "chains": self.chains, "hooks": self.hooks, "hook_claim": self.hook_claim,
             "oracle": {"agree": None if not self.oracle_checked and not self.disagreements else self.oracle_ok,
                        "checked": self.oracle_checked, "skipped": self.oracle_skipped, "lossy": self.lossy,
                        "nodes": self.oracle_nodes,
                        "disagreements": self.disagreements, "text": self.oracle_text()},
             "counters": self.counters, "ipvs_decisions": self.ipvs_decisions,
+            "drops": self.drops,
         }
 
 
 def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
                  captures: Mapping[str, str] | None = None,
-                 ipvs_services: Mapping[str, str] | None = None) -> FlowExplanation:
-    """Attribute, walk hooks, check seed 002 and the oracle for one flow (fills `fl`'s `by` in place).
+                 ipvs_services: Mapping[str, str] | None = None,
+                 altered: frozenset[str] = frozenset()) -> FlowExplanation:
+    """Attribute, walk hooks, check the hook claim and the oracle for one flow (fills `fl`'s `by` in place).
 
-    `ipvs_services` is each node's `ipvsadm -Sn` text (rules/<node>.ipvs), for schedulers and decisions.
+    `ipvs_services` is each node's `ipvsadm -Sn` text (rules/<node>.ipvs), for schedulers and decisions;
+    `altered`: nodes whose kube-proxy rules a fault changed (the model oracle knows only the generated rules).
     """
     if mode_of(topo).trace == "nft-monitor":
         from kpemu.analyse.nftexplain import explain_nft_flow
@@ -254,14 +270,24 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
     _counter_masquerade(ex, fl)
     cache: dict[tuple[str, Packet], Prediction] = {}
     rep = fl.representative
+    _verdicts(topo, fl, atts, data, ex, services)
     for cl in fl.connections:
         att = atts.get(cl.index) or ConnAttribution()
         firsts = _request_packets(cl, att)
         if cl is rep:
             _describe_rep(topo, flow, cl, att, firsts, ex, captures or {})
+        died = ex.verdicts.get(cl.index)
         for whole in firsts:
             if whole.node in ex.lossy:
                 ex.oracle_skipped += 1
+                continue
+            why = (f"a fault changed the rules on {whole.node}" if whole.node in altered else
+                   f"connection {cl.index} died on {whole.node} outside netfilter ({died.reason or died.action}), "
+                   "where the model's path goes on" if died and died.at == whole.node and died.evidence !=
+                   "netfilter trace" else None)
+            if why is not None:
+                if why not in ex.unchecked:
+                    ex.unchecked.append(why)
                 continue
             p, _bridged = routed_pass(whole)
             pkt = _packet_for_model(p)
@@ -284,9 +310,33 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
     return ex
 
 
+def _verdicts(topo: Topology, fl: FlowLedger, atts: Mapping[int, ConnAttribution], data: TraceData,
+              ex: FlowExplanation, services: Mapping[str, str]) -> None:
+    """A verdict for every connection that got no answer, from the trace and the kernel's drops."""
+    events = parse_drops(data.drops)
+    members = {int(k): m for k, m in data.drop_members.items()}
+    ex.drops = {"available": data.drops_unavailable is None and bool(data.drop_members),
+                "reason": data.drops_unavailable,
+                "events": [{**e.to_json(), "member": members[e.netns_inode]} for e in events
+                           if e.netns_inode in members][:MAX_DROP_EVENTS]}
+    unavailable = [f"rule trace: {ex.reason}"] if not ex.traced and ex.reason else []
+    if data.drops_unavailable:
+        unavailable.append(f"kernel drop reasons: {data.drops_unavailable}")
+    netns = {m: netns_name(topo.name, m) for m in {*members.values(), *(n.name for n in topo.nodes)}}
+    for cl in fl.connections:
+        order = list(dict.fromkeys(h.info.node or h.info.member for h in cl.hops))
+        pkts = sorted((atts.get(cl.index) or ConnAttribution()).packets,
+                      key=lambda p: order.index(p.node) if p.node in order else len(order))
+        for h in cl.hops:
+            netns.setdefault(h.info.member, h.info.netns)
+        v = connection_verdict(cl, pkts, events, members, netns, topo.kubeProxy.mode, services, unavailable)
+        if v is not None:
+            ex.verdicts[cl.index] = v
+
+
 def _describe_rep(topo: Topology, flow: ResolvedFlow, cl: ConnLedger, att: ConnAttribution,
                   firsts: list[TracedPacket], ex: FlowExplanation, captures: Mapping[str, str]) -> None:
-    """Chains, hook walks, seed 002 and per-hop details from the representative connection."""
+    """Chains, hook walks, the hook claim and per-hop details from the representative connection."""
     routed = []
     for whole in firsts:
         if whole.node in ex.hooks:
@@ -303,10 +353,11 @@ def _describe_rep(topo: Topology, flow: ResolvedFlow, cl: ConnLedger, att: ConnA
         ex.chains[p.node] = kube_chain_path(p)
     access = access_kind(topo, flow)
     entry = next((p for p in routed if kube_chain_path(p)), routed[0] if routed else None)
-    if access in SEED_002 and entry is not None:
-        v = compare_with_seed002(access, hooks_only(entry), topo.kubeProxy.mode)
-        ex.seed002 = {"node": entry.node, "access": v.access, "claim": v.claim, "observed": v.observed,
-                      "right": v.right, "explanation": v.explanation, "text": v.describe()}
+    if access in CLAIMS and entry is not None:
+        v = check_hook_claim(access, hooks_only(entry), topo.kubeProxy.mode)
+        ex.hook_claim = {"node": entry.node, "access": v.access, "claim": v.claim, "sentence": v.sentence,
+                         "observed": v.observed, "right": v.right, "mode": v.mode, "explanation": v.explanation,
+                         "text": v.describe()}
     for i, hop in enumerate(cl.hops):
         rules: list[str] = []
         for ch in hop.changed_by:
@@ -319,3 +370,16 @@ def _describe_rep(topo: Topology, flow: ResolvedFlow, cl: ConnLedger, att: ConnA
         lines = [ln for ln in text.splitlines() if pat in ln][:6]
         if rules or lines:
             ex.details[i] = {"rules": rules, "capture": lines}
+
+
+def with_verdicts(flow: dict, ex: FlowExplanation) -> dict:
+    """hops.json's flow with a `verdict` on every connection (null when answered) and on the flow
+    (the shown connection's, else the first one's)."""
+    for c in flow.get("connections") or []:
+        v = ex.verdicts.get(c.get("index"))
+        c["verdict"] = v.to_json() if v else None
+    shown = next((c for c in flow.get("connections") or [] if c.get("hops") and c["hops"] == flow.get("hops")), None)
+    first = next((v for v in ex.verdicts.values()), None)
+    v = ex.verdicts.get(shown["index"]) if shown else first
+    flow["verdict"] = (v or first).to_json() if (v or first) else None
+    return flow

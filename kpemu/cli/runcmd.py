@@ -69,6 +69,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for res in results:
         for p in res.goldens_written[:1]:
             console.print(f"goldens rewritten in {p.parent}")
+        for f in res.hops.get("faults") or []:
+            console.print(f"fault {f['kind']} on {f['member']}: {f['change']}", highlight=False, markup=False)
         print_summary(console, res.name, res.ledgers, res.checks, res.seconds, str(res.out_dir),
                       res.hops.get("flows"))
         console.print(f"  open {res.out_dir / 'report.html'}; every hop in Wireshark: {res.out_dir / 'run.pcapng'} "

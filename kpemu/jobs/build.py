@@ -18,6 +18,7 @@ from kpemu.kernel.owner import alias, lab_owner
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
+from kpemu.plan.faults import plan_faults
 from kpemu.plan.types import Plan
 from kpemu.proxy.modes import mode_of, restore_step
 
@@ -66,6 +67,7 @@ def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool =
     nat = [n.name for n in topo.nodes] + [e.name for e in topo.externals if e.role == "loadbalancer"]
     job.update(
         kind="collect", trace=trace, settle=sc.spec.settle,
+        faults=[s.to_json() for s in plan_faults(topo, sc.spec.faults)],
         servers=[{"ns": plan.netns(p.name), "pod": p.name, "own": p.has_image,
                   "tcp": [pp.port for pp in p.ports if pp.protocol == "TCP"],
                   "udp": [pp.port for pp in p.ports if pp.protocol == "UDP"]} for p in topo.pods if p.ports],
@@ -73,8 +75,9 @@ def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool =
         nat_members={m: plan.netns(m) for m in nat},
         flows=[{"name": f.flow.name, "src_ns": plan.netns(f.src_member), "dst": f.dst_ip, "port": f.dst_port,
                 "proto": f.protocol.lower(), "connections": f.flow.connections, "timeout": f.flow.timeout,
-                "match": asdict(flow_match(topo, f)), "http": f.flow.http, "command": f.flow.command,
-                "container": f.src_container, "candidates": list(f.candidates), "from": f.flow.from_}
+                "size": f.flow.size or 0, "match": asdict(flow_match(topo, f)), "http": f.flow.http,
+                "command": f.flow.command, "container": f.src_container, "candidates": list(f.candidates),
+                "from": f.flow.from_}
                for f in sc.flows],
     )
     return job

@@ -30,11 +30,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kpemu.analyse.drops import window as drops_window
 from kpemu.capture import snapshot
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
 from kpemu.errors import ApplyError, EnvironmentProblem
 from kpemu.kernel import counters, nfacct
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel.drops import DropSession, start_drop_tracing
+from kpemu.kernel.faults import apply_faults
 from kpemu.kernel.labstate import LabState, state_path
 from kpemu.kernel.nfttrace import start_nft_tracing
 from kpemu.kernel.trace import FlowMatch, start_tracing
@@ -45,6 +48,7 @@ from kpemu.traffic.client import connections
 from kpemu.traffic.server import PodServers, serve_pods
 
 COLLECTED = "collected.json"
+DROP_SLACK_NS = 300_000_000  # a drop reported just after the client gave up still belongs to the flow
 # Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
 # and a burst of back-to-back connections can overflow its netlink socket (it then exits).
 TRACE_GAP = float(os.environ.get("KPEMU_TRACE_GAP", "0.02"))
@@ -215,7 +219,7 @@ def run_flow(flow: dict[str, Any], gap: float = 0.0) -> dict[str, Any]:
         with nsmod.inside(flow["src_ns"]):
             out["connections"] = list(connections(flow["name"], flow["dst"], flow["port"], flow["proto"],
                                                   flow["connections"], flow["timeout"], gap, flow.get("http"),
-                                                  flow.get("candidates")))
+                                                  flow.get("candidates"), flow.get("size", 0)))
     except OSError as e:
         out["stderr"] = f"client failed: {e}"
     return out
@@ -243,25 +247,37 @@ def _traced_flow(job: dict[str, Any], flow: dict[str, Any], out: Path) -> tuple[
                     "after": asdict(after)}
 
 
-def _traffic(job: dict[str, Any], out: Path, progress: Progress) -> dict[str, Any]:
+def _traffic(job: dict[str, Any], out: Path, progress: Progress, drops: DropSession | None = None
+             ) -> dict[str, Any]:
     points = [Interface(**p) for p in job["captures"]]
     col: dict[str, Any] = {"results": {}, "conntrack": {}, "ipvs": {}, "traces": {},
                            "points": job["captures"]}
     nodes = job["nodes"]
+    windows: dict[str, tuple[int, int]] = {}
     with timed("save the rules"):
         snapshot.save_rules(nodes, job["backend"], job["rule_kinds"], out / "rules")
+    with timed("apply the faults"):  # after the rules are saved: rules/ is what kube-proxy programmed
+        col["faults"] = apply_faults(job.get("faults") or [], job["backend"])
     caps = []
     with _servers(job):
         try:
             with timed("start the captures"):
                 caps = start_captures(points, out / "pcaps")
             progress(f"capturing at {len(caps)} points")
+            if drops is not None:
+                with timed("attach the drop tracer"):
+                    drops.wait_ready()
             for flow in job["flows"]:
+                start = time.monotonic_ns()
                 with timed(f"flow {flow['name']}"):
                     _one_flow(job, flow, col, out)
+                windows[flow["name"]] = (start, time.monotonic_ns())
                 outcomes = [c["outcome"] for c in col["results"][flow["name"]]["connections"]]
                 progress(f"flow {flow['name']}: {', '.join(outcomes) or 'no result'}")
             time.sleep(job["settle"])
+            if drops is not None and job["trace"]:
+                with timed("stop the drop tracer"):
+                    _split_drops(drops, windows, col, out)
             with timed("conntrack and IPVS snapshots"):
                 col["conntrack"], col["ipvs"] = snapshot.connection_tables(job["nat_members"], nodes, job["ipvs"])
         finally:
@@ -271,6 +287,21 @@ def _traffic(job: dict[str, Any], out: Path, progress: Progress) -> dict[str, An
         with timed("render the captures as text"):
             render_text(caps, out / "capture")
     return col
+
+
+def _split_drops(session: DropSession, windows: dict[str, tuple[int, int]], col: dict[str, Any], out: Path) -> None:
+    """Stop the drop tracer, keep its text in trace/drops.txt and give each flow the kernel drops
+    inside its window (+ a little slack)."""
+    text = session.stop()
+    (out / "trace").mkdir(parents=True, exist_ok=True)
+    (out / "trace" / "drops.txt").write_text(text)
+    members = {str(k): v for k, v in session.members.items()}
+    starts = sorted(start for start, _ in windows.values())
+    for name, (start, end) in windows.items():
+        following = [s for s in starts if s > start]
+        end = min(end + DROP_SLACK_NS, following[0] if following else end + DROP_SLACK_NS)
+        col["traces"][name].update(drops_unavailable=session.unavailable, drop_members=members,
+                                   drops=drops_window(text, start, end) if session.unavailable is None else "")
 
 
 def _one_flow(job: dict[str, Any], flow: dict[str, Any], col: dict[str, Any], out: Path) -> None:
@@ -326,14 +357,22 @@ def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> floa
     The lab is destroyed on every way out, Ctrl-C and SIGTERM included.
     """
     started = time.perf_counter()
+    # the drop tracer attaches while the lab is deployed; its file is written once the folder is ours
+    drops = start_drop_tracing(scratch_dir(job["lab"]) / "drops.txt") if job["trace"] else None
     with _sigterm_as_interrupt():
-        state = deploy(job, progress)
         try:
-            prepare_out(out)  # only once the lab is ours: a refused run leaves the folder alone
-            col = _traffic(job, out, progress)
+            state = deploy(job, progress)
+            try:
+                prepare_out(out)  # only once the lab is ours: a refused run leaves the folder alone
+                if drops is not None:
+                    drops.watch(state.members)
+                col = _traffic(job, out, progress, drops)
+            finally:
+                with _signals_blocked(), timed("destroy the lab"):
+                    destroy(state.namespaces, state.lab, bool(state.containers))
         finally:
-            with _signals_blocked(), timed("destroy the lab"):
-                destroy(state.namespaces, state.lab, bool(state.containers))
+            if drops is not None:
+                drops.stop()
     seconds = time.perf_counter() - started
     col.update(seconds=seconds, trace=job["trace"], kernel=os.uname().release, readback=job["readback"],
                timings=list(TIMINGS))

@@ -25,7 +25,7 @@ from kpemu.model.topology import LabName, Strict, Topology, _check_ip
 FlowName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")]
 MAX_CONNECTIONS = 64
 Via = Literal["clusterIP", "nodePort", "loadBalancer", "externalIP"]
-Outcome = Literal["reply", "refused", "dropped"]
+Outcome = Literal["reply", "refused", "dropped", "no-reply"]  # no-reply: connected, never answered
 
 
 class Target(Strict):
@@ -70,6 +70,7 @@ class Flow(Strict):
     protocol: Literal["TCP", "UDP"] | None = None  # default: the destination port's protocol
     connections: int = Field(1, ge=1, le=MAX_CONNECTIONS)
     timeout: float = Field(2.0, gt=0, le=10)  # seconds per connection attempt
+    size: int | None = Field(None, ge=1, le=60000)  # request bytes (default: just the marker line)
     http: str | None = None  # an HTTP GET of this path instead of the marker line
     # A container client's own command per connection; {dst} {port} {path} {timeout} {marker} are filled in.
     command: list[str] | None = None
@@ -118,6 +119,15 @@ class RulesExpect(Strict):
     contains: list[str] = Field(min_length=1)
 
 
+class DiedExpect(Strict):
+    """Where and why the flow's unanswered connections died: every field is optional; `by` and
+    `reason` are found in the verdict's words (chain, rule, function; drop reason, ICMP type, why)."""
+
+    at: str | None = None  # the member (node, pod, external) where it died
+    by: str | None = None  # e.g. KUBE-EXTERNAL-SERVICES, KUBE-FORWARD, tcp_v4_rcv
+    reason: str | None = None  # e.g. DROP, REJECT, IP_RPFILTER, NO_SOCKET, port unreachable
+
+
 class Expectation(Strict):
     """What must hold for one flow."""
 
@@ -128,6 +138,7 @@ class Expectation(Strict):
     hops: list[HopExpect] = Field(default_factory=list)
     golden: str | bool | None = None  # directory (relative to the scenario file) or true
     rules: list[RulesExpect] = Field(default_factory=list)
+    died: DiedExpect | None = None  # where and why it died (a verdict from the kernel)
     httpStatus: int | None = Field(None, ge=100, le=599)  # every connection's HTTP status (flows with http:)
     bodyContains: str | None = Field(None, min_length=1)  # a substring of every connection's answer
 
@@ -135,6 +146,9 @@ class Expectation(Strict):
     def _consistent(self) -> Expectation:
         if self.reply is not None and self.outcome is not None and (self.outcome == "reply") != self.reply:
             raise ValueError(f"reply: {self.reply} contradicts outcome: {self.outcome}; give one of them")
+        if self.died is not None and self.wanted_outcome == "reply":
+            raise ValueError("died: contradicts reply: true / outcome: reply; a connection that is answered "
+                             "does not die")
         return self
 
     @property
@@ -144,6 +158,20 @@ class Expectation(Strict):
         if self.reply is None:
             return None
         return "reply" if self.reply else "dropped"
+
+
+FaultKind = Literal["mtu-mismatch", "rp-filter", "no-masquerade", "no-br-netfilter", "stale-rules"]
+
+
+class Fault(Strict):
+    """A classic misconfiguration applied to the deployed lab (plan/faults.py says what each one does)."""
+
+    kind: FaultKind
+    node: str | None = None  # the node it is applied on (every kind but stale-rules)
+    pod: str | None = None  # stale-rules: the pod that goes away while the rules still point at it
+    mtu: int | None = Field(None, ge=576, le=9000)  # mtu-mismatch: the smaller MTU
+    device: str = "eth0"  # mtu-mismatch: the node interface that gets it
+    source: str | None = None  # rp-filter: the client prefix whose return route is sent astray (CIDR)
 
 
 class ScenarioSpec(Strict):
@@ -156,6 +184,7 @@ class ScenarioSpec(Strict):
     overrides: dict[str, Any] = Field(default_factory=dict)
     flows: list[Flow] = Field(min_length=1)
     expect: list[Expectation] = Field(default_factory=list)
+    faults: list[Fault] = Field(default_factory=list)  # applied in order after deploy, before traffic
     settle: float = Field(0.2, ge=0, le=5)  # seconds to let packets drain before captures stop
 
 
@@ -387,6 +416,7 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
     for i, n in enumerate(names):
         if names.index(n) != i:
             problems.append(Problem(file, f"flows[{i}].name", f"flow {n!r} is defined twice"))
+    problems += check_faults(spec, topo, file)
     containers = topo.containers()
     for i, f in enumerate(spec.flows):
         if f.command is not None and f.from_ not in containers:
@@ -416,6 +446,9 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
                                                                       f"member/interface, one of {sorted(points)}"))
             if h.outer not in (None, "vxlan", "ipip", "none"):
                 problems.append(Problem(file, f"{base}.hops[{j}].outer", "expected vxlan, ipip or none"))
+        if e.died is not None and e.died.at is not None and e.died.at not in {*_members(topo), "underlay"}:
+            problems.append(Problem(file, f"{base}.died.at", f"unknown member {e.died.at!r}; expected a node, pod, "
+                                                            f"external or underlay: {sorted(_members(topo))}"))
         for j, r in enumerate(e.rules):
             if r.node not in {n.name for n in topo.nodes}:
                 problems.append(Problem(file, f"{base}.rules[{j}].node", f"unknown node {r.node!r}; expected one "
@@ -424,3 +457,36 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
             problems.append(Problem(file, f"{base}.golden", "expected a directory relative to the scenario file"))
     return problems
 
+
+
+_FAULT_NEEDS = {"mtu-mismatch": ("node", "mtu"), "rp-filter": ("node", "source"), "no-masquerade": ("node",),
+                "no-br-netfilter": ("node",), "stale-rules": ("pod",)}
+
+
+_FAULT_EXAMPLE = {"node": "node: node2", "mtu": "mtu: 1400", "source": "source: 10.242.72.0/24", "pod": "pod: web-1"}
+
+
+def check_faults(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]:
+    """Each fault names what its kind needs, and the node or pod exists."""
+    import ipaddress
+
+    problems: list[Problem] = []
+    nodes = sorted(n.name for n in topo.nodes)
+    pods = sorted(p.name for p in topo.pods)
+    for i, f in enumerate(spec.faults):
+        base = f"faults[{i}]"
+        for key in _FAULT_NEEDS[f.kind]:
+            if getattr(f, key) is None:
+                problems.append(Problem(file, f"{base}.{key}", f"fault {f.kind} needs {key}: (e.g. "
+                                        f"{_FAULT_EXAMPLE[key]})"))
+        if f.node is not None and f.node not in nodes:
+            problems.append(Problem(file, f"{base}.node", f"unknown node {f.node!r}; expected one of {nodes}"))
+        if f.pod is not None and f.pod not in pods:
+            problems.append(Problem(file, f"{base}.pod", f"unknown pod {f.pod!r}; expected one of {pods}"))
+        if f.source is not None:
+            try:
+                ipaddress.ip_network(f.source, strict=False)
+            except ValueError:
+                problems.append(Problem(file, f"{base}.source", f"expected a CIDR such as 10.242.72.0/24, got "
+                                                                f"{f.source!r}"))
+    return problems

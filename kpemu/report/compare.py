@@ -149,7 +149,7 @@ def print_comparison(console: Console, scenario: str, modes: tuple[str, str], a:
             o = (f.get("oracle") or {}).get("text")
             if o:
                 console.print(f"  {mode} oracle: {o}", markup=False, highlight=False)
-            s = f.get("seed002")
+            s = f.get("hook_claim")
             if s:
-                console.print(f"  {mode} seed 002: {s['text']}", markup=False, highlight=False)
+                console.print(f"  {mode} hook claim: {s['text']}", markup=False, highlight=False)
     return differing

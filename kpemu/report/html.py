@@ -3,7 +3,7 @@
 A table of contents; the run's files linked (pcapng, per-interface captures, rules, traces); the
 topology as inline SVG; per flow the hop table with each hop's frame in the run's pcapng, the
 tshark/Wireshark command that follows the connection, the connections, conntrack and IPVS entries,
-the chains and hook walk of the first packet, seed 002's claim, model vs kernel, the rule counters
+the chains and hook walk of the first packet, the hook claim, model vs kernel, the rule counters
 that moved, the IPVS decisions, and the sequence diagram as inline SVG (Mermaid source alongside).
 Wide things (diagrams, tables) scroll inside their own box; no text is cut.
 
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from kpemu.model.topology import Topology
 from kpemu.report.graph import topology_svg
 from kpemu.report.mermaid import change_text, hop_point, sequence_diagram, tuple_text
-from kpemu.report.table import hop_numbers
+from kpemu.report.table import DIED, hop_numbers, verdict_lines
 from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
 
 _CSS = """body{font-family:sans-serif;margin:20px auto;max-width:1240px;padding:0 12px;line-height:1.35}
@@ -57,7 +57,10 @@ def sequence_svg(flow: Mapping) -> str:
     body: list[str] = []
     right = 20 + len(parts) * col
     y, prev = _TOP, None
-    for h in hops:
+    verdict = flow.get("verdict") or {}
+    dying = max((i for i, h in enumerate(hops) if h.get("direction") == verdict.get("direction", "request")),
+                default=None) if verdict else None
+    for i, h in enumerate(hops):
         cur = x[hop_point(h)]
         src = x[hop_point(prev)] if prev is not None and prev.get("direction") == h.get("direction") else cur - 40
         src = cur - 40 if src == cur else src
@@ -68,6 +71,8 @@ def sequence_svg(flow: Mapping) -> str:
         right = max(right, int(lx + len(label) * _CHAR))
         body.append(f'<line class="msg" x1="{src}" y1="{y}" x2="{cur}" y2="{y}" stroke="{color}"{dash} '
                     f'marker-end="url(#arr)"/><text x="{lx}" y="{y - 5}" fill="{color}">{_e(label)}</text>')
+        if i == dying:  # the packet died here
+            body.append(f'<text class="died" x="{cur + 4}" y="{y + 5}" fill="#c00" font-size="16">{DIED}</text>')
         y += _ROW // 2
         for ch in h.get("changed_by") or []:
             lines = _lines(change_text(ch))
@@ -163,7 +168,7 @@ def _wireshark(flow: Mapping, files: set[str]) -> str:
 
 
 def _explanation(flow: Mapping) -> str:
-    """The same explanation report.md gives: chains and hook walk, seed 002, oracle, counters, IPVS."""
+    """The same explanation report.md gives: chains and hook walk, the hook claim, oracle, counters, IPVS."""
     out: list[str] = []
     trace = flow.get("trace") or {}
     if trace and not trace.get("available"):
@@ -174,11 +179,11 @@ def _explanation(flow: Mapping) -> str:
                  _esc((hooks.get(node) or {}).get("text", ""))] for node in dict.fromkeys([*hooks, *chains])]
         out.append("<p>First packet, per node (from the trace):</p>"
                    + _table(["node", "kube-proxy chains (nat)", "hook walk"], rows, "hooks"))
-    seed = flow.get("seed002")
-    if seed:
-        word = "right" if seed.get("right") else "wrong"
-        out.append(f"<p>Seed 002 check ({_esc(seed.get('access'))} on {_esc(seed.get('node'))}): "
-                   f"<b class=\"{'ok' if seed.get('right') else 'fail'}\">{word}</b>. {_esc(seed.get('text'))}</p>")
+    claim = flow.get("hook_claim")
+    if claim:
+        word = "holds" if claim.get("right") else "does not hold"
+        out.append(f"<p>Hook claim &quot;{_esc(claim.get('sentence'))}&quot; on {_esc(claim.get('node'))}: "
+                   f"<b class=\"{'ok' if claim.get('right') else 'fail'}\">{word}</b>. {_esc(claim.get('text'))}</p>")
     oracle = flow.get("oracle") or {}
     if oracle:
         agree = oracle.get("agree")
@@ -201,9 +206,11 @@ def _explanation(flow: Mapping) -> str:
 def _flow(flow: Mapping, details: Mapping[int, Mapping] | None, files: set[str]) -> str:
     name = str(flow.get("name"))
     ok = flow.get("ok")
+    died = flow.get("verdict")
+    mark = (f"<span class=\"fail\">{DIED} died on {_esc(died.get('at'))}</span>" if died else
+            f"<span class=\"{'ok' if ok else 'fail'}\">{'ok' if ok else 'failed'}</span>")
     out = [f"<section id=\"flow-{_e(name)}\"><h2>Flow {_e(name)}: {_esc(flow.get('from'))} -&gt; "
-           f"{_esc(flow.get('to'))} ({_esc(flow.get('protocol'))}) "
-           f"<span class=\"{'ok' if ok else 'fail'}\">{'ok' if ok else 'failed'}</span></h2>"]
+           f"{_esc(flow.get('to'))} ({_esc(flow.get('protocol'))}) {mark}</h2>"]
     conns = flow.get("connections") or []
     outcomes = [str(c.get("outcome")) for c in conns]
     summary = f"{len(conns)} connection(s): " + ", ".join(f"{o} x{outcomes.count(o)}" for o in sorted(set(outcomes)))
@@ -223,6 +230,8 @@ def _flow(flow: Mapping, details: Mapping[int, Mapping] | None, files: set[str])
                        f"{_esc(rep.get('marker'))}</code>, outcome {_esc(rep.get('outcome'))}"
                        + (f", backend {_esc(rep.get('backend'))}" if rep.get("backend") else "") + "</p>")
         out.append(_hop_table(flow, details, files))
+        if died:
+            out.append("".join(f'<p class="fail">{_e(line)}</p>' for line in verdict_lines(died)))
         out.append(_wireshark(flow, files))
     else:
         out.append("<p>No packet of this flow was captured.</p>")

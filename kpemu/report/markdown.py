@@ -1,5 +1,5 @@
 """report.md: per flow the hop table (with the rule or IPVS decision that changed each hop), the
-client outcomes, conntrack/IPVS entries, the chains and hook walk of the first packet, seed 002's
+client outcomes, conntrack/IPVS entries, the chains and hook walk of the first packet, the hook
 claim checked, model vs kernel, rule counters that moved, a Mermaid sequence diagram, PASS/FAIL
 (pure)."""
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from kpemu.analyse.expect import Check
 from kpemu.analyse.ledger import ConnLedger, FlowLedger
 from kpemu.report.mermaid import sequence_diagram
-from kpemu.report.table import HEADERS, hop_rows
+from kpemu.report.table import HEADERS, hop_rows, verdict_lines, verdict_row
 from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
 
 HOP_HEADERS = (HEADERS[0], "frame", *HEADERS[1:])
@@ -22,7 +22,7 @@ def _md_row(cells: tuple[str, ...] | list[str]) -> str:
 
 
 def explain_lines(flow: Mapping) -> list[str]:
-    """Markdown for one hops.json flow's explanation: chains, hooks, seed 002, oracle, counters, diagram."""
+    """Markdown for one hops.json flow's explanation: chains, hooks, the hook claim, oracle, counters, diagram."""
     out: list[str] = []
     trace = flow.get("trace") or {}
     if trace and not trace.get("available"):
@@ -35,10 +35,10 @@ def explain_lines(flow: Mapping) -> list[str]:
             out.append(_md_row([node, " -> ".join(chains.get(node) or []) or "(none)",
                                 (hooks.get(node) or {}).get("text", "")]))
         out.append("")
-    seed = flow.get("seed002")
-    if seed:
-        out += [f"Seed 002 check ({seed['access']} on {seed['node']}): **{'right' if seed['right'] else 'wrong'}**. "
-                + seed["text"], ""]
+    claim = flow.get("hook_claim")
+    if claim:
+        out += [f"Hook claim \"{claim['sentence']}\" on {claim['node']}: "
+                f"**{'holds' if claim['right'] else 'does not hold'}**. " + claim["text"], ""]
     oracle = flow.get("oracle") or {}
     if oracle:
         word = {True: "agree", False: "DISAGREE", None: "not checked"}[oracle.get("agree")]
@@ -56,6 +56,17 @@ def explain_lines(flow: Mapping) -> list[str]:
     return out
 
 
+def fault_lines(faults: Sequence[Mapping]) -> list[str]:
+    """The faults applied to the lab before the traffic: what changed, the commands, the symptom."""
+    if not faults:
+        return []
+    out = ["## faults applied after deploy", ""]
+    for f in faults:
+        out += [f"- **{f['kind']}** on {f['member']} (`{f['netns']}`): {f['change']}.",
+                f"  Symptom: {f['symptom']}.", "  Done: " + "; ".join(f"`{c}`" for c in f.get("done") or [])]
+    return [*out, ""]
+
+
 def _answer_lines(c: ConnLedger) -> list[str]:
     """What the client read on the representative connection (the HTTP status and body)."""
     head = f"Connection {c.index} got" + (f" HTTP {c.status}" if c.status is not None else "") + ":"
@@ -65,13 +76,14 @@ def _answer_lines(c: ConnLedger) -> list[str]:
 
 def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledgers: list[FlowLedger],
                     checks: list[Check], seconds: float, flows_json: Sequence[Mapping] | None = None,
-                    mode: str | None = None) -> str:
+                    mode: str | None = None, faults: Sequence[Mapping] = ()) -> str:
     """The whole report.md (`flows_json`: hops.json's flows, for the explanation and the diagram)."""
     ok = all(c.ok for c in checks)
     by_name = {str(f.get("name")): f for f in flows_json or []}
     out = [f"# {scenario}: {'PASS' if ok else 'FAIL'}", "",
            f"- runtime: {runtime} ({reason})", f"- kernel: {kernel}", f"- duration: {seconds:.2f}s"]
     out += [f"- kube-proxy mode: {mode}", ""] if mode else [""]
+    out += fault_lines(faults)
     for fl in ledgers:
         rep = fl.representative
         out += [f"## flow {fl.name}: {fl.src_member} -> {fl.dst} ({fl.protocol})", ""]
@@ -89,6 +101,11 @@ def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledge
                     _md_row(HOP_HEADERS), _md_row(["---"] * len(HOP_HEADERS))]
             out += [_md_row([r[0], str(h.frame or ""), *r[1:]]) for r, h in zip(hop_rows(rep.hops), rep.hops,
                                                                                   strict=True)]
+            verdict = (by_name.get(fl.name) or {}).get("verdict")
+            if verdict:
+                row = verdict_row(verdict)
+                out += [_md_row([row[0], "", *row[1:]]), ""]
+                out += [f"**{line}**" if i == 0 else line for i, line in enumerate(verdict_lines(verdict))]
             tshark, _ = commands(RUN_PCAPNG, fl.name, rep.index)
             out += ["", f"Frames are numbered in `{RUN_PCAPNG}` (this flow alone: `{flow_pcapng(fl.name)}`). "
                     "This connection hop by hop, in tshark (in Wireshark: the same -d, -o and -Y):", "",

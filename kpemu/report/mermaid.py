@@ -59,16 +59,23 @@ def sequence_diagram(flow: dict) -> str:
         if p not in seen:
             seen.append(p)
             lines.append(f"    participant {participant_id(p)} as {p}")
+    verdict = flow.get("verdict") or {}
+    dying = max((i for i, h in enumerate(hops) if h.get("direction") == verdict.get("direction", "request")),
+                default=None) if verdict else None
     prev = None
-    for h in hops:
+    for i, h in enumerate(hops):
         cur = participant_id(hop_point(h))
         if prev is not None and prev.get("direction") != h.get("direction"):
             lines.append(f"    Note over {cur}: reply")
         frm = participant_id(hop_point(prev)) if prev is not None and prev.get("direction") == h.get("direction") \
             else cur
         arrow = "->>" if h.get("direction") != "reply" else "-->>"
+        if i == dying:
+            arrow = arrow[:-2] + "x"  # the packet dies here: the arrow ends in a cross
         lines.append(f"    {frm}{arrow}{cur}: {_esc(tuple_text(h))}")
         for ch in h.get("changed_by") or []:
             lines.append(f"    Note over {cur}: {_esc(change_text(ch))}")
+        if i == dying:
+            lines.append(f"    Note over {cur}: died: {_esc(str(verdict.get('text')))}")
         prev = h
     return "\n".join(lines) + "\n"

@@ -34,3 +34,21 @@ def hop_rows(hops: list[Hop]) -> list[tuple[str, str, str, str, str, str]]:
         by = ", ".join(sorted({(c.node or "?") + (f": {', '.join(c.by)}" if c.by else "") for c in h.changed_by}))
         rows.append((num, h.point, src, dst, what, by))
     return rows
+
+
+DIED = "✗"
+
+
+def verdict_row(v: dict) -> tuple[str, str, str, str, str, str]:
+    """The hop table's last row for a connection that died: where, and what killed it."""
+    where = f"{v.get('at') or '?'}" + (f" ({v['netns']})" if v.get("netns") else "")
+    what = f"died: {v.get('action')}" + (f" ({v['reason']})" if v.get("reason") else "")
+    return (DIED, where, "", "", what, str(v.get("text") or ""))
+
+
+def verdict_lines(v: dict) -> list[str]:
+    """The verdict in words: what killed the packet and what that means."""
+    out = [f"Died on {v.get('at')} ({v.get('direction')}, from {v.get('evidence')}): {v.get('text')}"]
+    if v.get("why"):
+        out.append(f"Why: {v['why']}")
+    return out

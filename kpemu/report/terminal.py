@@ -10,7 +10,7 @@ from rich.table import Table
 
 from kpemu.analyse.expect import Check
 from kpemu.analyse.ledger import FlowLedger
-from kpemu.report.table import HEADERS, hop_rows
+from kpemu.report.table import HEADERS, hop_rows, verdict_lines, verdict_row
 
 
 def print_summary(console: Console, scenario: str, ledgers: list[FlowLedger], checks: list[Check],
@@ -27,19 +27,24 @@ def print_summary(console: Console, scenario: str, ledgers: list[FlowLedger], ch
         table = Table(title=escape(title), title_justify="left", show_lines=False)
         for h in HEADERS:
             table.add_column(h, overflow="fold")
+        fj = by_name.get(fl.name) or {}
         for row in hop_rows(rep.hops if rep else []):
             table.add_row(*(escape(c) for c in row))  # captured text is data, not rich markup
+        verdict = fj.get("verdict")
+        if verdict:
+            table.add_row(*(escape(c) for c in verdict_row(verdict)), style="red")
         console.print(table)
+        for line in verdict_lines(verdict) if verdict else []:
+            console.print(f"  [red]{escape(line)}[/red]", highlight=False)
         for e in (rep.conntrack if rep else []):
             console.print(f"  conntrack {e['node']}: {e['line']}", highlight=False)
         for e in (rep.ipvs if rep else []):
             console.print(f"  ipvs {e['node']}: {e['line']}", highlight=False)
-        fj = by_name.get(fl.name) or {}
         for node, h in (fj.get("hooks") or {}).items():
             console.print(f"  hooks {node}: {h.get('text')}", highlight=False, markup=False)
-        if fj.get("seed002"):
-            s = fj["seed002"]
-            console.print(f"  seed 002 ({s['access']}: {s['claim']}): {'right' if s['right'] else 'wrong'} on "
+        if fj.get("hook_claim"):
+            s = fj["hook_claim"]
+            console.print(f"  claim \"{s['sentence']}\": {'holds' if s['right'] else 'does not hold'} on "
                           f"{s['node']}, observed {s['observed']}", highlight=False, markup=False)
         oracle = fj.get("oracle") or {}
         if oracle:

@@ -23,8 +23,14 @@ from kpemu.traffic import http
 from kpemu.traffic.markers import parse_reply, request_marker
 
 
+def _payload(marker: str, size: int) -> bytes:
+    """The marker line, padded after its newline to `size` bytes (the server answers the first line)."""
+    line = (marker + "\n").encode()
+    return line + b"." * max(0, size - len(line))
+
+
 def _tcp(dst: str, port: int, marker: str, timeout: float, path: str | None = None,
-         candidates: list[str] | None = None) -> dict:
+         candidates: list[str] | None = None, size: int = 0) -> dict:
     """One TCP connection: the marker line (or, with `path`, an HTTP GET) and what comes back."""
     out: dict = {"connected": False, "reply": None, "backend": None, "outcome": "dropped"}
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -38,7 +44,7 @@ def _tcp(dst: str, port: int, marker: str, timeout: float, path: str | None = No
         if path is not None:
             _http(out, s, http.request(dst, port, path, marker), candidates or [])
             return out
-        s.sendall((marker + "\n").encode())
+        s.sendall(_payload(marker, size))
         buf = b""
         while b"\n" not in buf and len(buf) < 512:
             chunk = s.recv(512)
@@ -72,7 +78,7 @@ def _http(out: dict, s: socket.socket, req: bytes, candidates: list[str]) -> Non
                outcome="reply" if status is not None else "no-reply")
 
 
-def _udp(dst: str, port: int, marker: str, timeout: float) -> dict:
+def _udp(dst: str, port: int, marker: str, timeout: float, size: int = 0) -> dict:
     out: dict = {"connected": False, "reply": None, "backend": None, "outcome": "dropped"}
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", 0))
@@ -80,7 +86,7 @@ def _udp(dst: str, port: int, marker: str, timeout: float) -> dict:
     s.settimeout(timeout)
     try:
         s.connect((dst, port))
-        s.send((marker + "\n").encode())
+        s.send(_payload(marker, size))
         _reply(out, s.recv(512))
         out["connected"] = out["outcome"] == "reply"
     except ConnectionRefusedError:
@@ -120,10 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gap", type=float, default=0.0, help="seconds to wait between connections (at most 1)")
     ap.add_argument("--http", metavar="PATH", help="send an HTTP GET of PATH instead of the marker line (TCP)")
     ap.add_argument("--candidates", default="", help="comma-separated pods an HTTP answer may name")
+    ap.add_argument("--size", type=int, default=0, help="request bytes (the marker line, padded)")
     args = ap.parse_args(argv)
     candidates = [c for c in args.candidates.split(",") if c]
     for res in connections(args.flow, args.dst, args.port, args.proto, args.connections, args.timeout, args.gap,
-                           args.http, candidates):
+                           args.http, candidates, args.size):
         print(json.dumps(res), flush=True)
     return 0
 
@@ -132,13 +139,14 @@ MAX_CONNECTIONS = 64
 
 
 def connections(flow: str, dst: str, port: int, proto: str, count: int, timeout: float, gap: float = 0.0,
-                http_path: str | None = None, candidates: list[str] | None = None) -> Iterator[dict]:
+                http_path: str | None = None, candidates: list[str] | None = None, size: int = 0) -> Iterator[dict]:
     """Make `count` (1 to 64) sequential connections, `gap` (at most 1) seconds apart; yield each result.
-    With `http_path`, each TCP connection is an HTTP GET (the reply names one of `candidates`).
+    With `http_path`, each TCP connection is an HTTP GET (the reply names one of `candidates`); otherwise
+    the marker line is padded to `size` bytes.
 
     Sockets are created in the calling thread's network namespace. Bounded: count x (timeout + gap).
     """
-    run = _tcp if proto == "tcp" else _udp
+    run = functools.partial(_tcp if proto == "tcp" else _udp, size=size)
     if http_path is not None:
         run = functools.partial(_tcp, path=http_path, candidates=candidates or [])
     gap = max(0.0, min(gap, 1.0))

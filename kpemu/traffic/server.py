@@ -23,7 +23,7 @@ MAX_LINE = 256
 
 
 def _answer(data: bytes, name: str) -> bytes:
-    marker = data.decode(errors="replace").strip() or "kpemu:?:?"
+    marker = data.split(b"\n", 1)[0].decode(errors="replace").strip() or "kpemu:?:?"
     return (reply_text(marker, name) + "\n").encode()
 
 

@@ -72,7 +72,7 @@ def test_ledger_names_the_rules_that_acted_per_connection(nodeport: tuple[Path, 
     assert f["counters"]["minikube"] and any(r["rule"].startswith(f"-A {SVC} ") for r in f["counters"]["minikube"])
 
 
-def test_report_md_has_by_column_hook_walk_seed002_oracle_and_mermaid(nodeport: tuple[Path, dict]) -> None:
+def test_report_md_has_by_column_hook_walk_claim_oracle_and_mermaid(nodeport: tuple[Path, dict]) -> None:
     out, data = nodeport
     md = (out / "report.md").read_text()
     rep = data["flows"][0]["connections"][0]
@@ -81,7 +81,8 @@ def test_report_md_has_by_column_hook_walk_seed002_oracle_and_mermaid(nodeport: 
     assert f"DNAT by {sep}," in row and "KUBE-NODEPORTS" in row and SVC in row
     assert "KUBE-MARK-MASQ from KUBE-NODEPORTS" in row and "MASQUERADE in KUBE-POSTROUTING (mark 0x4000)" in row
     assert "PREROUTING (raw, nat) -> FORWARD (filter) -> POSTROUTING (nat)" in md
-    assert "Seed 002 check (NodePort on minikube): **right**" in md and "POSTROUTING" in md
+    assert ('Hook claim "NodePort traffic goes PREROUTING -> FORWARD" on minikube: **holds**' in md
+            and "seed" not in md.lower())
     assert "Model oracle vs kernel: **agree**. model and kernel agree: 16 first packet(s) on minikube" in md
     assert "```mermaid\nsequenceDiagram" in md and "Note over minikube_cni0: DNAT dst 192.168.49.2:30180" in md
 
@@ -95,9 +96,9 @@ def test_oracle_agrees_with_the_kernel(name: str, tmp_path: Path) -> None:
     assert not [c for c in data["checks"] if c["what"] == "model vs kernel"]
 
 
-def test_clusterip_seed002_is_wrong_in_iptables_mode(tmp_path: Path) -> None:
+def test_clusterip_input_claim_does_not_hold_in_iptables_mode(tmp_path: Path) -> None:
     f = run_host("clusterip-iptables", tmp_path)["flows"][0]
-    s = f["seed002"]
+    s = f["hook_claim"]
     assert s["access"] == "ClusterIP" and s["right"] is False
     assert s["observed"] == "PREROUTING -> FORWARD -> POSTROUTING" and "never reaches INPUT" in s["explanation"]
     assert f["hooks"]["minikube"]["text"].startswith("PREROUTING (raw, nat) -> FORWARD (filter) -> POSTROUTING (nat)")

@@ -29,7 +29,7 @@ from kpemu.analyse.attribution import (
     parse_trace,
     phrases,
 )
-from kpemu.analyse.hooks import compare_with_seed002, hooks_only
+from kpemu.analyse.hooks import check_hook_claim, hooks_only
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.counters import snapshot
@@ -125,7 +125,7 @@ def test_pod_to_clusterip_is_attributed_and_walks_prerouting_forward_postrouting
     assert said["DNAT"][0] == f"DNAT by {sep(ip)} (default/web:http)"
     assert said["MARK"] == [] and said["SNAT"] == []  # a pod source: no masquerade by kube-proxy
     assert hooks_only(syn) == ["PREROUTING", "FORWARD", "POSTROUTING"]
-    verdict = compare_with_seed002("ClusterIP", hooks_only(syn))
+    verdict = check_hook_claim("ClusterIP", hooks_only(syn))
     assert not verdict.right and "never reaches INPUT" in verdict.explanation
     model = predict_for_topology(topo, "node1", Packet("10.244.0.3", "10.96.0.10", 80))
     assert compare_paths(model, kernel_kube_path(syn), kernel_dnat(syn)) == []
@@ -147,7 +147,7 @@ def test_external_to_nodeport_names_nodeports_ext_mark_masq_sep_and_masquerade(e
                             "external destinations)"]
     assert said["SNAT"] == ["MASQUERADE in KUBE-POSTROUTING (mark 0x4000)"]
     assert hooks_only(syn) == ["PREROUTING", "FORWARD", "POSTROUTING"]
-    assert compare_with_seed002("NodePort", hooks_only(syn)).right
+    assert check_hook_claim("NodePort", hooks_only(syn)).right
     model = predict_for_topology(topo, "node1", Packet("10.242.72.50", "192.168.1.100", 30080))
     assert compare_paths(model, kernel_kube_path(syn), kernel_dnat(syn)) == []
     if ip != "10.244.0.2":  # a backend on node2: node2 sees the masqueraded packet, no kube-proxy NAT

@@ -1,0 +1,140 @@
+"""The kernel's drop events of a run (pure): parse the drop tracer's text, keep a flow's window,
+join a drop to a connection by tuple, and say what each drop reason means.
+
+The text is what kernel/drops.py's bpftrace printed: `REASON <n> <NAME>` lines (the reason table
+of this kernel's `skb:kfree_skb` format) and `DROP <ns> <netns inode> <ifindex> <reason> <function>
+<proto> <src> <dst> <sport> <dport> <inner proto> <inner src> <inner dst> <inner sport> <inner dport> <length>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+
+PROTOS = {1: "icmp", 6: "tcp", 17: "udp"}
+
+# What each drop reason means for a Service packet (the kernel's names; see include/net/dropreason-core.h).
+MEANING = {
+    "NETFILTER_DROP": "a netfilter rule or conntrack returned DROP",
+    "NO_SOCKET": "no socket on this host owns the packet's tuple (nothing listens, or a reply nobody asked for)",
+    "IP_RPFILTER": "strict reverse-path filtering: the route back to the source leaves by another interface",
+    "PKT_TOO_BIG": "larger than the outgoing MTU with Don't Fragment set (the sender gets ICMP frag needed)",
+    "NEIGH_FAILED": "the next hop never answered ARP",
+    "NEIGH_QUEUEFULL": "too many packets waited for an ARP answer",
+    "IP_INNOROUTES": "no route to the destination on input",
+    "IP_OUTNOROUTES": "no route to the destination on output",
+    "OTHERHOST": "the frame was addressed to another host's MAC",
+    "VXLAN_VNI_NOT_FOUND": "no VXLAN device with the packet's VNI",
+    "TCP_INVALID_SEQUENCE": "TCP segment outside the receive window",
+    "TCP_OLD_ACK": "an acknowledgement for data not yet sent or already acknowledged",
+    "SOCKET_RCVBUFF": "the receiving socket's buffer is full",
+    "IP_NOPROTO": "no handler for the IP protocol",
+    "IP_INADDRERRORS": "bad destination address (e.g. a broadcast or martian)",
+    "IP_INHDR": "bad IP header (or a martian source)",
+    "FRAG_REASM_TIMEOUT": "fragments never reassembled in time",
+    "NOT_SPECIFIED": "dropped without a specific reason",
+}
+
+
+# Where a drop without a specific reason happens says what it was.
+FUNCTION_MEANING = {
+    "__dev_forward_skb2": "the frame is larger than the MTU of the receiving end of a veth pair, which drops it "
+                          "silently (no ICMP goes back)",
+    "__dev_forward_skb": "the frame is larger than the MTU of the receiving end of a veth pair, which drops it "
+                         "silently (no ICMP goes back)",
+}
+
+
+@dataclass(frozen=True)
+class DropEvent:
+    """One dropped packet as the kernel reported it."""
+
+    t_ns: int  # CLOCK_MONOTONIC
+    netns_inode: int
+    ifindex: int
+    reason: str
+    function: str
+    proto: str
+    src: str
+    dst: str
+    sport: int | None
+    dport: int | None
+    inner: tuple[str, str, int | None, str, int | None] | None = None  # proto, src, sport, dst, dport
+    length: int | None = None  # bytes (skb->len where it was dropped)
+
+    def tuples(self) -> list[tuple[str, str, int | None, str, int | None]]:
+        """The packet's tuple (proto, src, sport, dst, dport), and its inner one when tunnelled."""
+        out = [(self.proto, self.src, self.sport, self.dst, self.dport)]
+        return out + ([self.inner] if self.inner else [])
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _ports(proto: str, sp: str, dp: str) -> tuple[int | None, int | None]:
+    return (int(sp), int(dp)) if proto in ("tcp", "udp") else (None, None)
+
+
+def parse_drops(text: str) -> list[DropEvent]:
+    """Every DROP line of the tracer's text, with reason numbers turned into this kernel's names."""
+    names: dict[int, str] = {}
+    out: list[DropEvent] = []
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[0] == "REASON" and f[1].isdigit():
+            names[int(f[1])] = f[2]
+        elif len(f) in (16, 17) and f[0] == "DROP":
+            try:
+                proto = PROTOS.get(int(f[6]), f"ip/{f[6]}")
+                sport, dport = _ports(proto, f[9], f[10])
+                inner = None
+                if f[11] != "0":
+                    iproto = PROTOS.get(int(f[11]), f"ip/{f[11]}")
+                    isp, idp = _ports(iproto, f[14], f[15])
+                    inner = (iproto, f[12], isp, f[13], idp)
+                out.append(DropEvent(int(f[1]), int(f[2]), int(f[3]), names.get(int(f[4]), f[4]), f[5], proto,
+                                     f[7], f[8], sport, dport, inner, int(f[16]) if len(f) > 16 else None))
+            except ValueError:
+                continue
+    return out
+
+
+def window(text: str, start_ns: int, end_ns: int) -> str:
+    """The tracer's text limited to one flow: the reason table and the drops inside [start, end]."""
+    keep = []
+    for line in text.splitlines():
+        f = line.split()
+        if f[:1] == ["REASON"] or (f[:1] == ["DROP"] and len(f) > 1 and f[1].isdigit()
+                                    and start_ns <= int(f[1]) <= end_ns):
+            keep.append(line)
+    return "\n".join(keep) + ("\n" if keep else "")
+
+
+def matching(events: Iterable[DropEvent], tuples: set[tuple], members: Mapping[int, str],
+             ends: set[tuple] = frozenset()) -> list[tuple[DropEvent, str]]:
+    """Drops of one connection in the lab's namespaces, earliest first: (event, member).
+
+    A drop belongs to the connection when its tuple (or inner tuple) is one of `tuples`
+    ((proto, src, sport, dst, dport); ICMP has no ports), or when one of its ends is one of `ends`
+    ((proto, ip, port): the connection's own client-side address and port, which NAT in between
+    leaves alone on the other side, e.g. a packet dropped right after DNAT, before any capture).
+    """
+    out = []
+    for ev in sorted(events, key=lambda e: e.t_ns):
+        if ev.netns_inode not in members:
+            continue
+        if any(t in tuples or (t[0], t[1], t[2]) in ends or (t[0], t[3], t[4]) in ends for t in ev.tuples()):
+            out.append((ev, members[ev.netns_inode]))
+    return out
+
+
+def meaning(reason: str, function: str) -> str:
+    """What a drop reason (or, for an unspecified one, the dropping function) means; "" when unknown."""
+    said = FUNCTION_MEANING.get(function) if reason == "NOT_SPECIFIED" else None
+    return said or MEANING.get(reason, "")
+
+
+def describe(reason: str, function: str) -> str:
+    """"IP_RPFILTER in ip_rcv_finish_core (strict reverse-path filtering: ...)"."""
+    said = meaning(reason, function)
+    return f"{reason} in {function}" + (f" ({said})" if said else "")

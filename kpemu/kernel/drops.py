@@ -1,0 +1,200 @@
+"""The kernel's own drop reasons for a run's packets (effects): bpftrace on `skb:kfree_skb`.
+
+Every freed-because-dropped packet passes the `skb:kfree_skb` tracepoint with a drop reason
+(`IP_RPFILTER`, `NO_SOCKET`, `NETFILTER_DROP`, ...) and the kernel function that dropped it. The
+tracepoint is global (not per network namespace): the BPF program never reports packets of the
+root namespace, and once the lab is deployed only the lab's namespaces (by namespace inode) are
+kept (`watch`, and `stop` rewrites the file with them alone). Each drop is printed with its IPv4
+tuple, and the inner tuple when it is VXLAN, so the analysis joins a drop to a connection by
+tuple (analyse/drops.py).
+
+bpftrace needs tracefs for the tracepoint's format: it is mounted in a private mount namespace
+of the bpftrace process only (`unshare -m`), never on the host's /sys. The reason names come
+from that format file. The packet's fields are read at offsets taken from the kernel's BTF once
+(kernel/btf.py), so bpftrace attaches in a fraction of a second; one tracer covers a run, started
+before the lab is deployed, and the analysis keeps only the events inside each flow's time window.
+The BPF program is detached when bpftrace exits: no tracing state is left behind, nothing in the
+root namespace is changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kpemu.kernel.btf import BtfError, drop_offsets
+from kpemu.pace import scaled
+
+READY = "KPEMU-DROPS-READY"
+PR_SET_PDEATHSIG = 1
+ATTACH_TIMEOUT = 15.0
+FORMAT = "/sys/kernel/tracing/events/skb/kfree_skb/format"
+VXLAN_PORTS = (8472, 4789)
+
+# Runs in the private mount namespace: mount tracefs there, print the reason table, exec bpftrace.
+_WRAPPER = f"""set -e
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || {{ echo "KPEMU-DROPS-NO-TRACEFS"; exit 3; }}
+sed -n 's/.*__print_symbolic(REC->reason, //p' {FORMAT} | tr '}}' '\\n' \\
+  | sed -n 's/^[ ,]*{{ *\\([0-9]*\\), *"\\([A-Za-z0-9_]*\\)".*/REASON \\1 \\2/p'
+exec bpftrace -B line -e "$KPEMU_DROPS_PROG"
+"""
+
+
+def bpf_program(root_inode: int, off: dict[str, int]) -> str:
+    """The bpftrace program: one `DROP` line per IPv4 packet dropped outside the root namespace.
+
+    `off`: byte offsets of the sk_buff / net_device / net fields read (kernel/btf.py), so bpftrace
+    needs no BTF of its own. Fields: monotonic ns, netns inode, ifindex, reason number, function,
+    IP protocol, src, dst, sport, dport (or ICMP type/code), then the inner IP protocol, src, dst,
+    sport, dport of a VXLAN packet (zeros otherwise), then the packet's length in bytes.
+    """
+    vx = " || ".join(f"$dp == {p}" for p in VXLAN_PORTS)
+    return f"""
+tracepoint:skb:kfree_skb /args->protocol == 0x0800/
+{{
+  $skb = (uint64)args->skbaddr;
+  $dev = *(uint64 *)($skb + {off["skb_dev"]});
+  if ($dev != 0) {{
+    $ns = *(uint32 *)(*(uint64 *)($dev + {off["dev_net"]}) + {off["net_inum"]});
+    if ($ns != {root_inode}) {{
+      $ip = *(uint64 *)($skb + {off["skb_head"]}) + *(uint16 *)($skb + {off["skb_nh"]});
+      $proto = *(uint8 *)($ip + 9);
+      $l4 = $ip + ((*(uint8 *)$ip & 15) * 4);
+      $sp = bswap(*(uint16 *)$l4);
+      $dp = bswap(*(uint16 *)($l4 + 2));
+      $in = (uint8)0; $isrc = (uint32)0; $idst = (uint32)0; $isp = (uint16)0; $idp = (uint16)0;
+      if ($proto == 17 && ({vx})) {{
+        $ip2 = $l4 + 30;
+        $in = *(uint8 *)($ip2 + 9); $isrc = *(uint32 *)($ip2 + 12); $idst = *(uint32 *)($ip2 + 16);
+        $l42 = $ip2 + ((*(uint8 *)$ip2 & 15) * 4);
+        $isp = bswap(*(uint16 *)$l42); $idp = bswap(*(uint16 *)($l42 + 2));
+      }}
+      printf("DROP %llu %u %d %d %s %u %s %s %u %u %u %s %s %u %u %u\\n", nsecs, $ns,
+             *(int32 *)($dev + {off["dev_ifindex"]}), args->reason, ksym(args->location), $proto,
+             ntop(*(uint32 *)($ip + 12)), ntop(*(uint32 *)($ip + 16)), $sp, $dp, $in, ntop($isrc), ntop($idst),
+             $isp, $idp, *(uint32 *)($skb + {off["skb_len"]}));
+    }}
+  }}
+}}
+BEGIN {{ printf("{READY}\\n"); }}
+"""
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGINT when kpemu dies (unshare and sh exec, so bpftrace keeps the pid and
+    this), so even a killed run leaves no probe attached."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+
+
+def netns_inode(netns: str) -> int | None:
+    """The inode of a named namespace (the `ns.inum` the kernel reports)."""
+    try:
+        return os.stat(f"/run/netns/{netns}").st_ino
+    except OSError:
+        return None
+
+
+def why_unavailable() -> str | None:
+    """Why this kernel or machine cannot trace drops, or None when it can (cheap checks only)."""
+    if os.environ.get("KPEMU_DROP_TRACE") == "0":
+        return "turned off (KPEMU_DROP_TRACE=0)"
+    if os.geteuid() != 0:
+        return "tracing drops needs root (BPF and tracefs)"
+    if shutil.which("bpftrace") is None:
+        return "bpftrace is not installed (Debian package bpftrace; make setup installs it)"
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is not installed: tracefs cannot be mounted privately"
+    if not Path("/sys/kernel/btf/vmlinux").exists():
+        return "this kernel has no BTF (/sys/kernel/btf/vmlinux): bpftrace cannot read the dropped packet"
+    return None
+
+
+@dataclass
+class DropSession:
+    """A running drop tracer; `stop()` returns its text (`REASON n NAME` and `DROP ...` lines)."""
+
+    path: Path
+    members: dict[int, str] = field(default_factory=dict)  # netns inode -> lab member (see `watch`)
+    proc: subprocess.Popen | None = None
+    unavailable: str | None = None
+    text: str = ""
+
+    def watch(self, members: dict[str, str]) -> None:
+        """The lab's namespaces (member -> netns): only their drops are kept."""
+        self.members = {ino: m for m, ns in members.items() if (ino := netns_inode(ns)) is not None}
+
+    def wait_ready(self, timeout: float = ATTACH_TIMEOUT) -> None:
+        """Block until the probes are attached; on failure record why and stop."""
+        if self.proc is None:
+            return
+        deadline = time.monotonic() + scaled(timeout)
+        while time.monotonic() < deadline:
+            text = self.path.read_text(errors="replace") if self.path.exists() else ""
+            if READY in text:
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.stop()
+        last = [ln for ln in self.text.splitlines() if ln.strip() and "RLIMIT_MEMLOCK" not in ln]
+        if "KPEMU-DROPS-NO-TRACEFS" in self.text:
+            self.unavailable = "tracefs could not be mounted (kernel without tracefs, or not allowed here)"
+        else:
+            self.unavailable = ("bpftrace did not attach to skb:kfree_skb: "
+                                + (last[-1] if last else f"nothing within {scaled(timeout)}s"))
+
+    def stop(self) -> str:
+        """Stop bpftrace (its probes detach as it exits) and return the lab's part of what it printed."""
+        if self.proc is not None:
+            if self.proc.poll() is None:  # SIGINT: bpftrace prints what its buffers still hold, then exits
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGINT)
+                try:
+                    self.proc.wait(timeout=3)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait(timeout=3)
+            self.proc = None
+            raw = self.path.read_text(errors="replace") if self.path.exists() else ""
+            self.text = "".join(ln + "\n" for ln in raw.splitlines() if self._keep(ln))
+            self.path.write_text(self.text)  # nothing of other namespaces stays on disk
+        return self.text
+
+    def _keep(self, line: str) -> bool:
+        f = line.split()
+        if f[:1] != ["DROP"]:
+            return True
+        return len(f) > 2 and f[2].isdigit() and int(f[2]) in self.members
+
+
+def start_drop_tracing(path: Path) -> DropSession:
+    """Start bpftrace for drops outside the root namespace; output goes to `path`.
+
+    Returns at once (attaching takes a while): `watch()` the lab's namespaces once deployed and
+    `wait_ready()` before the traffic. A session that cannot run has `unavailable` set and
+    collects nothing.
+    """
+    session = DropSession(path)
+    session.unavailable = why_unavailable()
+    if session.unavailable is not None:
+        return session
+    try:
+        offsets = drop_offsets()
+    except (OSError, BtfError) as e:
+        session.unavailable = f"could not read the sk_buff layout from the kernel's BTF: {e}"
+        return session
+    path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "KPEMU_DROPS_PROG": bpf_program(os.stat("/proc/self/ns/net").st_ino, offsets)}
+    with path.open("w") as out:
+        session.proc = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", _WRAPPER],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True, preexec_fn=_die_with_parent)
+    return session

@@ -1,0 +1,89 @@
+"""Verdicts on this kernel: the eTP=Local no-endpoint drop named from the trace, a different verdict
+when that rule is removed by hand (so it is read from the kernel, not inferred), and every fault
+scenario passing with its `died:` expectation through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kpemu.jobs import execute
+from kpemu.kernel.drops import start_drop_tracing, why_unavailable
+from kpemu.kernel.netns import list_netns, run_in
+from kpemu.model.scenario import load_scenario
+from kpemu.plan.fabric import plan_fabric
+from kpemu.run import analyse, collected_from_json, resolved, scenario_job
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
+FAULTS = sorted((ROOT / "scenarios" / "faults").glob("*.yaml"))
+DROP_RULE = ('-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "default/web:http has no local endpoints" '
+             '-m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DROP')
+FLOW = "to-node-without-endpoint"
+
+
+def _verdict(sc, job: dict, state, out: Path) -> dict:
+    """One pass of the flow's traffic in the deployed lab, analysed: the flow of hops.json."""
+    execute.prepare_out(out)
+    drops = start_drop_tracing(out / "drops-raw.txt")
+    try:
+        drops.watch(state.members)
+        col = execute._traffic(job, out, execute._quiet, drops)
+    finally:
+        drops.stop()
+    a = analyse(sc, plan_fabric(sc.topology), collected_from_json(col), out, False, "host", "test",
+                os.uname().release)
+    return next(f for f in a.hops["flows"] if f["name"] == FLOW)
+
+
+def test_removing_the_dropping_rule_by_hand_changes_the_verdict(tmp_path: Path) -> None:
+    sc = load_scenario(ROOT / "scenarios" / "nodeport-local.yaml")
+    spec = sc.spec.model_copy(update={"flows": [f for f in sc.spec.flows if f.name == FLOW],
+                                      "expect": [e for e in sc.spec.expect if e.flow == FLOW]})
+    sc = resolved.__wrapped__(sc.__class__(spec, sc.topology, sc.path,  # type: ignore[attr-defined]
+                                           tuple(f for f in sc.flows if f.flow.name == FLOW)), "host")
+    job = scenario_job(sc)
+    state = execute.deploy(job)
+    try:
+        first = _verdict(sc, job, state, tmp_path / "with-rule")
+        ns = state.members["node2"]
+        assert DROP_RULE in run_in(ns, ["iptables-nft-save", "-t", "filter"]).stdout
+        res = run_in(ns, ["iptables-nft-restore", "--noflush"], input="*filter\n-D" + DROP_RULE[2:] + "\nCOMMIT\n")
+        assert res.returncode == 0, res.stderr
+        second = _verdict(sc, job, state, tmp_path / "without-rule")
+    finally:
+        execute.destroy(state.namespaces, state.lab)
+    assert not list_netns(f"kp-{sc.topology.name}-")
+    v1, v2 = first["verdict"], second["verdict"]
+    assert v1["action"] == "DROP" and v1["at"] == "node2" and v1["hook"] == "INPUT" and v1["table"] == "filter"
+    assert v1["chain"] == "KUBE-EXTERNAL-SERVICES" and v1["rule"] == DROP_RULE and v1["evidence"] == "netfilter trace"
+    assert first["connections"][0]["verdict"] == v1
+    # without the rule nothing in netfilter drops the SYN: node2 has no socket on 30080 and says so
+    assert second["connections"][0]["outcome"] == "refused"
+    if why_unavailable() is None:
+        assert v1["reason"] == "NETFILTER_DROP"
+        assert v2["action"] == "KERNEL-DROP" and v2["at"] == "node2" and v2["reason"] == "NO_SOCKET", v2
+        assert v2["function"] == "tcp_v4_rcv" and v2["evidence"] == "kfree_skb by tuple"
+    else:
+        assert v2["action"] != "DROP" and "kernel drop reasons" in v2["text"], v2
+
+
+@pytest.mark.parametrize("path", FAULTS, ids=[p.stem for p in FAULTS])
+def test_fault_scenario_dies_where_and_why_it_expects(path: Path, tmp_path: Path) -> None:
+    if why_unavailable() is not None:
+        pytest.skip(f"kernel drop reasons unavailable: {why_unavailable()}")
+    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", str(path), "--runtime", "host",
+                          "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    data = json.loads((tmp_path / "hops.json").read_text())
+    died = [c for c in data["checks"] if c["what"] == "died"]
+    assert died and all(c["ok"] for c in died), died
+    assert data["faults"] and data["faults"][0]["done"]
+    md = (tmp_path / "report.md").read_text()
+    assert "## faults applied after deploy" in md and "Symptom:" in md and "| ✗ |" in md
+    assert "-x" in md.split("```mermaid", 1)[1]
