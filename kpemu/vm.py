@@ -380,7 +380,7 @@ def _watchdog(pgid: int) -> tuple[subprocess.Popen, int]:
     when this process exits, SIGKILL included, and the read returns.
     """
     r, w = os.pipe()
-    dog = subprocess.Popen(["sh", "-c", f"read _; kill -KILL -- -{pgid} 2>/dev/null"], stdin=r,
+    dog = subprocess.Popen(["sh", "-c", f"read _; kill -KILL -{pgid} 2>/dev/null"], stdin=r,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     os.close(r)
     return dog, w
