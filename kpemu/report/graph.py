@@ -78,10 +78,12 @@ def topology_dot(topo: Topology) -> str:
 def topology_svg(topo: Topology) -> str:
     """An inline SVG: externals and underlay on top, nodes below with their pods, services listed."""
     e = html.escape
-    col_w, pod_h = 260, 34
+    pod_h, char_w = 34, 7.3  # 12px monospace: 7.3px a character
+    pod_texts = [f"{p.name} {p.ip}" for p in topo.pods]
+    col_w = max(260, *(int(len(t) * char_w) + 64 for t in pod_texts))  # the widest pod label sets the columns
     ncols = max(len(topo.nodes), 1)
-    texts = [f"xx {_svc_label(s)}" for s in topo.services]  # the widest text sets the width too (12px: 7.3px/char)
-    width = max(ncols * col_w + 40, 560, 30 + len(topo.externals) * 240, *(int(48 + len(t) * 7.3) for t in texts))
+    texts = [f"xx {_svc_label(s)}" for s in topo.services]  # the widest text sets the width too
+    width = max(ncols * col_w + 40, 560, 30 + len(topo.externals) * 240, *(int(48 + len(t) * char_w) for t in texts))
     max_pods = max((len(topo.pods_on(n.name)) for n in topo.nodes), default=0)
     height = 200 + max_pods * pod_h + 40 + 22 * len(topo.services) + 20
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="topology" width="{width}" height="{height}" '

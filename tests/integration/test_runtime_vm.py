@@ -66,7 +66,7 @@ def test_missing_guest_kernel_is_exit_3(tmp_path: Path) -> None:
         pytest.skip("/boot has kernels that could serve as guest kernels")
     r = kpemu("vm", "exec", "--out", str(tmp_path), "--", "true", env={"KPEMU_CACHE": str(tmp_path / "empty")})
     assert r.returncode == 3, r.stderr
-    assert "no guest kernel" in r.stderr and "kpemu vm setup" in r.stderr
+    assert "no guest kernel" in r.stderr and "make setup" in r.stderr  # the fix, worded for a checkout
 
 
 def test_boot_timeout_is_exit_3_with_console_tail(tmp_path: Path, guest_kernel: vm.GuestKernel) -> None:

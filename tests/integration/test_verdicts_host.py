@@ -45,8 +45,8 @@ def test_removing_the_dropping_rule_by_hand_changes_the_verdict(tmp_path: Path) 
     sc = load_scenario(ROOT / "scenarios" / "nodeport-local.yaml")
     spec = sc.spec.model_copy(update={"flows": [f for f in sc.spec.flows if f.name == FLOW],
                                       "expect": [e for e in sc.spec.expect if e.flow == FLOW]})
-    sc = resolved.__wrapped__(sc.__class__(spec, sc.topology, sc.path,  # type: ignore[attr-defined]
-                                           tuple(f for f in sc.flows if f.flow.name == FLOW)), "host")
+    sc = resolved(sc.__class__(spec, sc.topology, sc.path,
+                          tuple(f for f in sc.flows if f.flow.name == FLOW)), "host")
     job = scenario_job(sc)
     state = execute.deploy(job)
     try:
