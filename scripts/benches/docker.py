@@ -4,18 +4,17 @@ dockerd; records nothing (and says why) where container members cannot run."""
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import yaml
 
-from kpemu import lab
 from kpemu.docker.daemon import PrivateDockerd
 from kpemu.docker.engine import connect, engine_url, why_unavailable
 from kpemu.docker.image import LOCAL_IMAGE, build_local_image
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
 from scripts.bench import ROOT
+from scripts.benches.fabric import deploy_destroy_medians
 
 RUNS = 3
 KEEP_LABEL = "kpemu.bench"  # a container that keeps kpemu's own dockerd up between the deploys
@@ -28,18 +27,6 @@ def _topology(containers: bool) -> Topology:
         for p in data["pods"]:
             p["image"] = LOCAL_IMAGE
     return topology_from_data(data, "flannel-vxlan.yaml")
-
-
-def _deploy_times(topo: Topology) -> tuple[float, float]:
-    ups, downs = [], []
-    for _ in range(RUNS):
-        t0 = time.perf_counter()
-        lab.deploy(topo)
-        t1 = time.perf_counter()
-        lab.destroy(topo.name)
-        ups.append(t1 - t0)
-        downs.append(time.perf_counter() - t1)
-    return statistics.median(ups), statistics.median(downs)
 
 
 def bench_container_vs_bare_deploy() -> list[dict[str, object]]:
@@ -58,8 +45,8 @@ def bench_container_vs_bare_deploy() -> list[dict[str, object]]:
     keep = client.containers.run(LOCAL_IMAGE, ["sleep", "3600"], network_mode="none", detach=True,
                                  labels={KEEP_LABEL: "1"})
     try:
-        bare_up, bare_down = _deploy_times(_topology(False))
-        ctr_up, ctr_down = _deploy_times(_topology(True))
+        bare_up, bare_down = deploy_destroy_medians(_topology(False), RUNS)
+        ctr_up, ctr_down = deploy_destroy_medians(_topology(True), RUNS)
     finally:
         keep.remove(force=True)
         if not own_was_running:

@@ -47,7 +47,8 @@ def large_topology(nodes: int = 20, pods_per_node: int = 10) -> Topology:
     return topology_from_data(data, "<bench>")
 
 
-def _time_kpemu(topo: Topology, runs: int) -> tuple[float, float]:
+def deploy_destroy_medians(topo: Topology, runs: int) -> tuple[float, float]:
+    """Median seconds of `kpemu deploy` and `kpemu destroy` of `topo` over `runs` rounds."""
     ups, downs = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -92,7 +93,7 @@ def _time_shell(topo: Topology, runs: int) -> tuple[float, float]:
 
 def bench_small_lab() -> list[dict[str, object]]:
     topo = _small()
-    up, down = _time_kpemu(topo, RUNS)
+    up, down = deploy_destroy_medians(topo, RUNS)
     f_up, f_down = _time_fabric_only(topo, RUNS)
     sh_up, sh_down = _time_shell(topo, RUNS)
     return [
@@ -108,7 +109,7 @@ def bench_small_lab() -> list[dict[str, object]]:
 
 def bench_large_lab() -> list[dict[str, object]]:
     topo = large_topology()
-    up, down = _time_kpemu(topo, 2)
+    up, down = deploy_destroy_medians(topo, 2)
     return [
         {"name": "fabric.20x200.deploy", "value": up, "unit": "s"},
         {"name": "fabric.20x200.destroy", "value": down, "unit": "s"},
