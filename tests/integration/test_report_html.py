@@ -5,8 +5,8 @@ page). A screenshot of each is kept in runs/report-html/<scenario>/report.png.
 
 The reports are rendered from tests/data/reports/<scenario>.json.gz: real runs' hops.json (each flow
 trimmed to its first three connections; `python scripts/report_fixture.py runs/<name>` writes one).
-nodeport-ipvs's is a guest run's; hairpin-ipvs's and nodeport-ipvs-remote's are that run's data under
-their own scenario and flow names (same shape, until guest runs of those replace them).
+The IPVS scenarios' are guest runs'. nodeport-ipvs-docker's is nodeport-iptables-docker's run under its
+name: it needs native IPVS and docker together, which the development machine lacks.
 """
 
 from __future__ import annotations
