@@ -33,7 +33,8 @@ def _tshark(argv: list[str], cwd: Path) -> list[list[str]]:
 def test_tshark_follows_one_connection_hop_by_hop(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", "scenarios/clusterip-vxlan.yaml", "--runtime",
                           "host", "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=180)
-    assert res.returncode == 0, res.stderr[-4000:]
+    assert res.returncode == 0, "\n".join(ln for ln in res.stdout.splitlines() if ln.startswith("FAIL")) + \
+        res.stdout[-2000:] + res.stderr[-2000:]
     assert not list_netns("kp-clusterip-vxlan-")
     data = json.loads((tmp_path / "hops.json").read_text())
     # the first connection that crosses VXLAN (a backend on the other node)
