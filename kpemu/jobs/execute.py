@@ -18,6 +18,7 @@ import ctypes
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -172,7 +173,7 @@ def deploy(job: dict[str, Any], progress: Progress = _quiet) -> LabState:
 
 def destroy(namespaces: list[str], lab: str, containers: bool = False) -> list[str]:
     """Remove the lab's containers (when it has any), kill what runs in the namespaces, delete them (one
-    `ip -batch`), remove the state file."""
+    `ip -batch`), remove the lab's scratch directory and its state file."""
     if containers:
         from kpemu.docker.members import remove_containers
 
@@ -184,6 +185,7 @@ def destroy(namespaces: list[str], lab: str, containers: bool = False) -> list[s
     if gone:
         subprocess.run(["ip", "-batch", "-"], input="".join(f"netns del {ns}\n" for ns in gone), text=True,
                        capture_output=True, check=False)
+    shutil.rmtree(scratch_dir(lab), ignore_errors=True)
     state_path(lab).unlink(missing_ok=True)
     return gone
 
@@ -313,8 +315,6 @@ def _one_flow(job: dict[str, Any], flow: dict[str, Any], col: dict[str, Any], ou
 
 def prepare_out(out: Path) -> None:
     """Empty the run directory's generated parts (keeps anything else a user put there)."""
-    import shutil
-
     for sub in ("pcaps", "capture", "rules", "trace"):
         shutil.rmtree(out / sub, ignore_errors=True)
     for f in ("report.md", "hops.json", "report.html", "report.png", "run.pcapng", COLLECTED):
