@@ -173,7 +173,7 @@ def deploy(job: dict[str, Any], progress: Progress = _quiet) -> LabState:
 
 def destroy(namespaces: list[str], lab: str, containers: bool = False) -> list[str]:
     """Remove the lab's containers (when it has any), kill what runs in the namespaces, delete them (one
-    `ip -batch`), remove the lab's scratch directory and its state file."""
+    `ip -batch`), remove its state file."""
     if containers:
         from kpemu.docker.members import remove_containers
 
@@ -185,7 +185,6 @@ def destroy(namespaces: list[str], lab: str, containers: bool = False) -> list[s
     if gone:
         subprocess.run(["ip", "-batch", "-"], input="".join(f"netns del {ns}\n" for ns in gone), text=True,
                        capture_output=True, check=False)
-    shutil.rmtree(scratch_dir(lab), ignore_errors=True)
     state_path(lab).unlink(missing_ok=True)
     return gone
 
@@ -373,6 +372,7 @@ def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> floa
         finally:
             if drops is not None:
                 drops.stop()
+            shutil.rmtree(scratch_dir(job["lab"]), ignore_errors=True)  # trace and drop files: read, now gone
     seconds = time.perf_counter() - started
     col.update(seconds=seconds, trace=job["trace"], kernel=os.uname().release, readback=job["readback"],
                timings=list(TIMINGS))
