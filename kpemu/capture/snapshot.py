@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel.netfilter import SAVE
 from kpemu.pace import scaled
-
-SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
 
 
 def _out(ns: str, argv: list[str]) -> str:
@@ -47,13 +46,3 @@ def connection_tables(nat_members: dict[str, str], nodes: dict[str, str], ipvs: 
     texts = nsmod.outputs_in(cmds, scaled(5.0))
     conntrack = dict(zip(nat_members, texts, strict=False))
     return conntrack, dict(zip(nodes, texts[len(nat_members):], strict=False)) if ipvs else {}
-
-
-def conntrack_text(ns: str) -> str:
-    """`conntrack -L` inside `ns` (empty when the table is empty)."""
-    return _out(ns, ["conntrack", "-L"])
-
-
-def ipvs_connections_text(ns: str) -> str:
-    """`ipvsadm -Lnc` inside `ns`: the IPVS connection table."""
-    return _out(ns, ["ipvsadm", "-Lnc"])

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kpemu.kernel.netfilter import SAVE
 from kpemu.kernel.netns import outputs_in
 from kpemu.pace import scaled
-
-SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
 
 
 @dataclass

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kpemu.model.topology import Topology
 
 RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
+SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
 
 
 def owned_lines(save_text: str, chains: dict[str, set[str]]) -> dict[str, list[str]]:

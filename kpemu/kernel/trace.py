@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpemu.errors import ApplyError
+from kpemu.kernel.netfilter import RESTORE
 from kpemu.kernel.netns import popen_in, run_in
 from kpemu.pace import scaled
 
-RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
 NETLINK_NETFILTER = 12
 NFNLGRP_NFTRACE_BIT = 1 << (9 - 1)  # groups bitmask in /proc/net/netlink
 CONFIRM_TIMEOUT = 3.0
