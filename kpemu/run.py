@@ -136,7 +136,8 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     ipvs_services = {n.name: rules_text.get(f"{n.name}.ipvs", "") for n in sc.topology.nodes}
     ledgers: list[FlowLedger] = []
     explanations: dict[str, FlowExplanation] = {}
-    altered = frozenset(f["member"] for f in col.faults if f.get("delete_rules"))
+    altered = frozenset([f["member"] for f in col.faults if f.get("delete_rules")]
+                        + [n for f in col.faults for n in f.get("rules_changed") or ()])
     for flow in sc.flows:
         res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
         fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,

@@ -53,6 +53,7 @@ class Verdict:
     icmp: str | None = None  # the ICMP error a REJECT or the kernel sent back
     reason: str | None = None  # kernel drop reason (IP_RPFILTER, NO_SOCKET, ...)
     function: str | None = None  # the kernel function that dropped it
+    conntrack: str | None = None  # "node: entry" of the conntrack entry whose DNAT sent it where it died
     why: str = ""  # what this means, in words
     text: str = ""  # one line for tables and terminals
 
@@ -93,6 +94,24 @@ def _rule_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], netns: Mappin
                 v_.text = (f"{v_.action}{' with ' + v_.icmp if v_.icmp else ''} on {p.node} in {v.hook or '?'}: "
                            f"{e.table} {what}" + (f" ({c})" if c and c not in what else ""))
                 return v_
+    return None
+
+
+def _dnat_entry(cl: ConnLedger, packets: Sequence[TracedPacket]) -> tuple[str, str] | None:
+    """(conntrack entry as "node: line", how it decided) when a conntrack entry DNATed the connection to
+    the address its last request hop went to. Traced packets without a DNAT rule on that node mean the
+    packet matched an entry that existed before it (the nat rules were not consulted)."""
+    last = cl.request[-1].pkt if cl.request else None
+    for e in cl.conntrack if last is not None else []:
+        o, r = e.get("original") or {}, e.get("reply") or {}
+        if r.get("src") != last.dst or o.get("dst") == r.get("src"):
+            continue
+        node = e.get("node")
+        traced = [p for p in packets if p.node == node]
+        ruled = any(ev.target == "DNAT" for p in traced for v in p.visits for ev in v.events)
+        how = (f"DNATed to {last.dst} by an existing conntrack entry on {node} (no nat rule was consulted)"
+               if traced and not ruled else f"DNATed to {last.dst}; conntrack entry on {node}")
+        return f"{node}: {e.get('line')}", f"{how}: {e.get('line')}"
     return None
 
 
@@ -163,14 +182,14 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
         if icmp is not None:
             v.icmp = _icmp_name(icmp)
             v.text += f"; {icmp.pkt.src} sent ICMP {v.icmp}"
-        return v
+        return _with_entry(v, cl, packets)
     if icmp is not None:
         name = _icmp_name(icmp)
         sender = icmp.info.member
         v = Verdict(sender, netns.get(sender), "ICMP", "icmp reply", "request", point, icmp=name,
                     why=f"{icmp.pkt.src} answered with ICMP {name} instead of the service")
         v.text = f"refused on {sender}: ICMP {name} from {icmp.pkt.src}"
-        return v
+        return _with_entry(v, cl, packets)
     if mode == "ipvs" and last is not None and last.info.node:
         empty = ipvs_empty_services((ipvs_services or {}).get(last.info.node, ""))
         svc = f"{last.pkt.proto.upper()} {last.pkt.dst}:{last.pkt.dport}"
@@ -185,6 +204,15 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
     missing = "; ".join(unavailable)
     v.text = (f"last seen at {point or 'no capture point'}; no rule dropped it in the trace and the kernel reported "
               f"no drop for its tuple" + (f" ({missing})" if missing else ""))
+    return v
+
+
+def _with_entry(v: Verdict, cl: ConnLedger, packets: Sequence[TracedPacket]) -> Verdict:
+    """Name the conntrack entry that sent the packet where it died, when one did."""
+    got = _dnat_entry(cl, packets)
+    if got is not None:
+        v.conntrack = got[0]
+        v.text += f"; {got[1]}"
     return v
 
 

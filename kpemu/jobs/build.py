@@ -75,7 +75,8 @@ def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool =
         nat_members={m: plan.netns(m) for m in nat},
         flows=[{"name": f.flow.name, "src_ns": plan.netns(f.src_member), "dst": f.dst_ip, "port": f.dst_port,
                 "proto": f.protocol.lower(), "connections": f.flow.connections, "timeout": f.flow.timeout,
-                "size": f.flow.size or 0, "match": asdict(flow_match(topo, f)), "http": f.flow.http,
+                "size": f.flow.size or 0, "sport": f.flow.sourcePort, "match": asdict(flow_match(topo, f)),
+                "http": f.flow.http,
                 "command": f.flow.command, "container": f.src_container, "candidates": list(f.candidates),
                 "from": f.flow.from_}
                for f in sc.flows],

@@ -220,7 +220,8 @@ def run_flow(flow: dict[str, Any], gap: float = 0.0) -> dict[str, Any]:
         with nsmod.inside(flow["src_ns"]):
             out["connections"] = list(connections(flow["name"], flow["dst"], flow["port"], flow["proto"],
                                                   flow["connections"], flow["timeout"], gap, flow.get("http"),
-                                                  flow.get("candidates"), flow.get("size", 0)))
+                                                  flow.get("candidates"), flow.get("size", 0),
+                                                  flow.get("sport") or 0))
     except OSError as e:
         out["stderr"] = f"client failed: {e}"
     return out
@@ -273,6 +274,7 @@ def _traffic(job: dict[str, Any], out: Path, progress: Progress, drops: DropSess
                 with timed(f"flow {flow['name']}"):
                     _one_flow(job, flow, col, out)
                 windows[flow["name"]] = (start, time.monotonic_ns())
+                col["faults"] += apply_faults(job.get("faults") or [], job["backend"], after=flow["name"])
                 outcomes = [c["outcome"] for c in col["results"][flow["name"]]["connections"]]
                 progress(f"flow {flow['name']}: {', '.join(outcomes) or 'no result'}")
             time.sleep(job["settle"])

@@ -41,9 +41,13 @@ def apply_fault(step: dict[str, Any], backend: str = "nft") -> list[str]:
         text = "\n".join([f"*{table}", *("-D" + ln[2:] for ln in lines), "COMMIT"]) + "\n"
         _run(ns, [RESTORE[backend], "--noflush", "--wait"], kind, text)
         done += [f"iptables -t {table} -D{ln[2:]}" for ln in lines]
+    for other, argv, text in step.get("elsewhere") or []:
+        _run(other, list(argv), kind, text)
+        done.append(f"in {other}: {' '.join(argv)}" + (f" < {len(text.splitlines())} lines" if text else ""))
     return done
 
 
-def apply_faults(steps: list[dict[str, Any]], backend: str = "nft") -> list[dict[str, Any]]:
-    """Apply every fault in order; each step's JSON with `done` added."""
-    return [{**s, "done": apply_fault(s, backend)} for s in steps]
+def apply_faults(steps: list[dict[str, Any]], backend: str = "nft", after: str | None = None) -> list[dict[str, Any]]:
+    """Apply, in order, the faults due before the first flow (`after` None) or after the flow `after`;
+    each step's JSON with `done` added."""
+    return [{**s, "done": apply_fault(s, backend)} for s in steps if s.get("after") == after]

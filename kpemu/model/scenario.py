@@ -74,6 +74,9 @@ class Flow(Strict):
     http: str | None = None  # an HTTP GET of this path instead of the marker line
     # A container client's own command per connection; {dst} {port} {path} {timeout} {marker} are filled in.
     command: list[str] | None = None
+    # Every connection sends from this local port (UDP): one conntrack entry for all of them, as a
+    # long-lived UDP client (a resolver, a syslog or statsd sender) keeps while it runs.
+    sourcePort: int | None = Field(None, ge=1024, le=65535)
 
     @field_validator("http")
     @classmethod
@@ -160,7 +163,7 @@ class Expectation(Strict):
         return "reply" if self.reply else "dropped"
 
 
-FaultKind = Literal["mtu-mismatch", "rp-filter", "no-masquerade", "no-br-netfilter", "stale-rules"]
+FaultKind = Literal["mtu-mismatch", "rp-filter", "no-masquerade", "no-br-netfilter", "stale-rules", "stale-conntrack"]
 
 
 class Fault(Strict):
@@ -168,7 +171,9 @@ class Fault(Strict):
 
     kind: FaultKind
     node: str | None = None  # the node it is applied on (every kind but stale-rules)
-    pod: str | None = None  # stale-rules: the pod that goes away while the rules still point at it
+    pod: str | None = None  # stale-rules, stale-conntrack: the pod that goes away
+    replacement: str | None = None  # stale-conntrack: the not-ready pod that becomes ready in its place
+    after: str | None = None  # the flow after which it is applied (default: before the first flow)
     mtu: int | None = Field(None, ge=576, le=9000)  # mtu-mismatch: the smaller MTU
     device: str = "eth0"  # mtu-mismatch: the node interface that gets it
     source: str | None = None  # rp-filter: the client prefix whose return route is sent astray (CIDR)
@@ -184,7 +189,7 @@ class ScenarioSpec(Strict):
     overrides: dict[str, Any] = Field(default_factory=dict)
     flows: list[Flow] = Field(min_length=1)
     expect: list[Expectation] = Field(default_factory=list)
-    faults: list[Fault] = Field(default_factory=list)  # applied in order after deploy, before traffic
+    faults: list[Fault] = Field(default_factory=list)  # applied in order after deploy (or after a flow)
     settle: float = Field(0.2, ge=0, le=5)  # seconds to let packets drain before captures stop
 
 
@@ -284,6 +289,9 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None) -> 
     flows = tuple(replace(f, src_container=f.src_member in containers)
                   for i, fl in enumerate(spec.flows) if (f := _resolve(topo, fl, i, file, problems)))
     problems += check_expectations(spec, topo, file)
+    problems += [Problem(file, f"flows[{spec.flows.index(f.flow)}].sourcePort", "a fixed source port is for UDP flows "
+                         "(TCP would wait out TIME_WAIT between connections); drop sourcePort or send UDP")
+                 for f in flows if f.flow.sourcePort is not None and f.protocol != "UDP"]
     if problems:
         raise InputError(problems)
     return Scenario(spec, topo, path, flows)
@@ -460,10 +468,11 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
 
 
 _FAULT_NEEDS = {"mtu-mismatch": ("node", "mtu"), "rp-filter": ("node", "source"), "no-masquerade": ("node",),
-                "no-br-netfilter": ("node",), "stale-rules": ("pod",)}
+                "no-br-netfilter": ("node",), "stale-rules": ("pod",), "stale-conntrack": ("pod", "after")}
 
 
-_FAULT_EXAMPLE = {"node": "node: node2", "mtu": "mtu: 1400", "source": "source: 10.242.72.0/24", "pod": "pod: web-1"}
+_FAULT_EXAMPLE = {"node": "node: node2", "mtu": "mtu: 1400", "source": "source: 10.242.72.0/24", "pod": "pod: web-1",
+                  "after": "after: <the flow that opens the connection>"}
 
 
 def check_faults(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]:
@@ -473,6 +482,7 @@ def check_faults(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]
     problems: list[Problem] = []
     nodes = sorted(n.name for n in topo.nodes)
     pods = sorted(p.name for p in topo.pods)
+    flows = [f.name for f in spec.flows]
     for i, f in enumerate(spec.faults):
         base = f"faults[{i}]"
         for key in _FAULT_NEEDS[f.kind]:
@@ -481,12 +491,33 @@ def check_faults(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]
                                         f"{_FAULT_EXAMPLE[key]})"))
         if f.node is not None and f.node not in nodes:
             problems.append(Problem(file, f"{base}.node", f"unknown node {f.node!r}; expected one of {nodes}"))
-        if f.pod is not None and f.pod not in pods:
-            problems.append(Problem(file, f"{base}.pod", f"unknown pod {f.pod!r}; expected one of {pods}"))
+        for key in ("pod", "replacement"):
+            if getattr(f, key) is not None and getattr(f, key) not in pods:
+                problems.append(Problem(file, f"{base}.{key}", f"unknown pod {getattr(f, key)!r}; expected one of "
+                                                               f"{pods}"))
+        if f.after is not None and f.after not in flows:
+            problems.append(Problem(file, f"{base}.after", f"unknown flow {f.after!r}; expected one of {flows}"))
+        problems += _check_stale_conntrack(f, topo, file, base)
         if f.source is not None:
             try:
                 ipaddress.ip_network(f.source, strict=False)
             except ValueError:
                 problems.append(Problem(file, f"{base}.source", f"expected a CIDR such as 10.242.72.0/24, got "
                                                                 f"{f.source!r}"))
+    return problems
+
+
+def _check_stale_conntrack(f: Fault, topo: Topology, file: str, base: str) -> list[Problem]:
+    """stale-conntrack re-programs kube-proxy's iptables rules; its replacement is not yet an endpoint."""
+    if f.kind != "stale-conntrack":
+        return [Problem(file, f"{base}.replacement", f"only stale-conntrack has a replacement, not {f.kind}")
+                ] if f.replacement is not None else []
+    problems = []
+    if topo.kubeProxy.mode != "iptables":
+        problems.append(Problem(file, f"{base}.kind", "stale-conntrack re-programs kube-proxy's iptables rules; "
+                                                      "use it with kubeProxy.mode: iptables"))
+    new = next((p for p in topo.pods if p.name == f.replacement), None)
+    if new is not None and (new.name == f.pod or new.ready):
+        problems.append(Problem(file, f"{base}.replacement", f"{new.name} must be another pod, with ready: false "
+                                                             f"(it becomes ready when {f.pod} goes away)"))
     return problems

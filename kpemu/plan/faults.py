@@ -1,17 +1,18 @@
 """Classic misconfigurations as data (pure): what each fault of a scenario changes in the lab's
 own namespaces, and the symptom it produces, for kernel/faults.py to apply and the report to show.
 
-Every change stays inside one lab namespace (a node's or a pod's): a sysctl, an MTU, a route, a
-link removed, kube-proxy rules deleted. Nothing touches the root namespace.
+Every change stays inside the lab's namespaces (a node's or a pod's): a sysctl, an MTU, a route,
+an address released, kube-proxy rules deleted or re-synced. Nothing touches the root namespace.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
+from kpemu.proxy.modes import mode_of, restore_step
 
 # the nat chains whose MASQUERADE rules no-masquerade removes: kube-proxy's, flannel's, calico's
 MASQUERADE_CHAINS = ("KUBE-POSTROUTING", "FLANNEL-POSTRTG", "cali-nat-outgoing")
@@ -30,6 +31,9 @@ class FaultStep:
     delete_rules: tuple[str, tuple[str, ...], str] | None = None  # (table, chains, -j target): rules removed
     change: str = ""  # what was changed, in words
     symptom: str = ""  # what it breaks, and how the report shows it
+    after: str | None = None  # the flow after which it is applied (None: before the first flow)
+    elsewhere: tuple[tuple[str, tuple[str, ...], str | None], ...] = ()  # (netns, argv, stdin) run afterwards
+    rules_changed: tuple[str, ...] = ()  # nodes whose kube-proxy rules it re-synced
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -41,6 +45,12 @@ def _sysctl(key: str, value: str) -> tuple[str, ...]:
 
 def plan_fault(topo: Topology, f: Fault) -> FaultStep:
     """The step for one fault of a validated scenario."""
+    return replace(_plan_fault(topo, f), after=f.after)
+
+
+def _plan_fault(topo: Topology, f: Fault) -> FaultStep:
+    if f.kind == "stale-conntrack":
+        return _stale_conntrack(topo, f)
     if f.kind == "stale-rules":
         pod = next(p for p in topo.pods if p.name == f.pod)
         return FaultStep(
@@ -86,6 +96,76 @@ def plan_fault(topo: Topology, f: Fault) -> FaultStep:
         symptom="packets between two pods on the same bridge skip iptables: a pod that reaches a Service whose "
                 "backend is on the same node gets the reply straight from the backend's address, without the "
                 "reverse DNAT; its socket never asked for that tuple (NO_SOCKET) and the connection fails")
+
+
+def replaced_endpoint(topo: Topology, gone: str, new: str | None) -> Topology:
+    """The topology after pod `gone` was deleted and the not-ready pod `new` became ready."""
+    old = next(p for p in topo.pods if p.name == gone)
+    pods = [p.model_copy(update={"ready": True}) if p.name == new else p for p in topo.pods if p.name != gone]
+    new_ip = next((p.ip for p in pods if p.name == new), None)
+    services = [s.model_copy(update={"endpoints": [e for e in (e if e.ip != old.ip or new_ip is None else
+                                                                e.model_copy(update={"ip": new_ip}) for e in
+                                                                s.endpoints) if e.ip != old.ip]})
+                if s.endpoints else s for s in topo.services]
+    return topo.model_copy(update={"pods": pods, "services": services})
+
+
+def resync_text(old: str, new: str) -> str:
+    """kube-proxy's next iptables-restore input after a change: `new` (a first-sync text) without the jumps it
+    inserts into the built-in chains, and, per table, every chain of `old` it no longer has flushed and
+    deleted (`:CHAIN` then `-X CHAIN`, as kube-proxy's sync writes them)."""
+    def chains(text: str) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        table = ""
+        for line in text.splitlines():
+            if line.startswith("*"):
+                table = line[1:]
+                out[table] = []
+            elif line.startswith(":"):
+                out[table].append(line[1:].split()[0])
+        return out
+
+    before, after = chains(old), chains(new)
+    lines: list[str] = []
+    table, stale, pending = "", [], False
+    for line in new.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+            stale = [c for c in before.get(table, []) if c not in after[table]]
+            pending = True
+        elif pending and not line.startswith(":"):  # declared with the others: flushed here, deleted at COMMIT
+            lines += [f":{c} - [0:0]" for c in stale]
+            pending = False
+        if line == "COMMIT":
+            lines += [f"-X {c}" for c in stale]
+        elif line.startswith(("-A ", "-I ")) and line.split()[1] not in after[table]:
+            continue  # a jump from a built-in chain: kube-proxy inserts those once, not on every sync
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _stale_conntrack(topo: Topology, f: Fault) -> FaultStep:
+    pod = next(p for p in topo.pods if p.name == f.pod)
+    after = replaced_endpoint(topo, pod.name, f.replacement)
+    texts = mode_of(topo).texts
+    steps = [restore_step("", netns_name(topo.name, n.name), resync_text(texts(topo, n.name)["iptables-restore"],
+                                                                          texts(after, n.name)["iptables-restore"]),
+                          topo.kubeProxy.backend) for n in topo.nodes]
+    node_ns = netns_name(topo.name, pod.node)
+    new = f" and {f.replacement} became ready in its place" if f.replacement else ""
+    return FaultStep(
+        f.kind, pod.name, netns_name(topo.name, pod.name), commands=(("ip", "address", "flush", "dev", "eth0"),),
+        elsewhere=((node_ns, ("ip", "neigh", "flush", "to", pod.ip), None),
+                   *((s.ns, s.argv, s.input) for s in steps)),
+        rules_changed=tuple(n.name for n in topo.nodes),
+        change=f"pod {pod.name} ({pod.ip}) was deleted{new}; kube-proxy re-synced every node's rules to the new "
+               f"endpoints, but did not clear the conntrack entries of UDP connections to {pod.ip} (kube-proxy "
+               f"runs `conntrack -D` for them; here it did not). {pod.node}'s neighbour entry for {pod.ip} is "
+               "flushed, as it would have expired by itself",
+        symptom=f"a UDP client that keeps its source port still matches its conntrack entry, which DNATs every "
+                f"packet to {pod.ip}, not through the new rules: the packets go to the deleted pod, {pod.node} "
+                "asks ARP for it, nobody answers and the kernel drops them (NEIGH_FAILED), sending ICMP host "
+                "unreachable back; a new source port gets a new entry and the new endpoint")
 
 
 def plan_faults(topo: Topology, faults: list[Fault]) -> list[FaultStep]:

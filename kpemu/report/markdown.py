@@ -57,12 +57,13 @@ def explain_lines(flow: Mapping) -> list[str]:
 
 
 def fault_lines(faults: Sequence[Mapping]) -> list[str]:
-    """The faults applied to the lab before the traffic: what changed, the commands, the symptom."""
+    """The faults applied to the lab after deploy (or after a flow): what changed, the commands, the symptom."""
     if not faults:
         return []
     out = ["## faults applied after deploy", ""]
     for f in faults:
-        out += [f"- **{f['kind']}** on {f['member']} (`{f['netns']}`): {f['change']}.",
+        when = f" (after flow {f['after']})" if f.get("after") else ""
+        out += [f"- **{f['kind']}** on {f['member']} (`{f['netns']}`){when}: {f['change']}.",
                 f"  Symptom: {f['symptom']}.", "  Done: " + "; ".join(f"`{c}`" for c in f.get("done") or [])]
     return [*out, ""]
 

@@ -78,10 +78,12 @@ def _http(out: dict, s: socket.socket, req: bytes, candidates: list[str]) -> Non
                outcome="reply" if status is not None else "no-reply")
 
 
-def _udp(dst: str, port: int, marker: str, timeout: float, size: int = 0) -> dict:
+def _udp(dst: str, port: int, marker: str, timeout: float, size: int = 0, sport: int = 0) -> dict:
+    """One datagram and its answer; from `sport` when given (else an ephemeral port)."""
     out: dict = {"connected": False, "reply": None, "backend": None, "outcome": "dropped"}
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(("0.0.0.0", 0))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", sport))
     out["sport"] = s.getsockname()[1]
     s.settimeout(timeout)
     try:
@@ -93,8 +95,8 @@ def _udp(dst: str, port: int, marker: str, timeout: float, size: int = 0) -> dic
         out["outcome"] = "refused"
     except TimeoutError:
         out["outcome"] = "dropped"
-    except OSError as e:
-        out["outcome"] = "error"
+    except OSError as e:  # an ICMP error that came back (host unreachable) ends a connected UDP socket's wait
+        out["outcome"] = "unreachable" if e.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH) else "error"
         out["error"] = str(e)
     finally:
         s.close()
@@ -127,10 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--http", metavar="PATH", help="send an HTTP GET of PATH instead of the marker line (TCP)")
     ap.add_argument("--candidates", default="", help="comma-separated pods an HTTP answer may name")
     ap.add_argument("--size", type=int, default=0, help="request bytes (the marker line, padded)")
+    ap.add_argument("--sport", type=int, default=0, help="UDP: send every datagram from this local port")
     args = ap.parse_args(argv)
     candidates = [c for c in args.candidates.split(",") if c]
     for res in connections(args.flow, args.dst, args.port, args.proto, args.connections, args.timeout, args.gap,
-                           args.http, candidates, args.size):
+                           args.http, candidates, args.size, args.sport):
         print(json.dumps(res), flush=True)
     return 0
 
@@ -139,14 +142,15 @@ MAX_CONNECTIONS = 64
 
 
 def connections(flow: str, dst: str, port: int, proto: str, count: int, timeout: float, gap: float = 0.0,
-                http_path: str | None = None, candidates: list[str] | None = None, size: int = 0) -> Iterator[dict]:
+                http_path: str | None = None, candidates: list[str] | None = None, size: int = 0,
+                sport: int = 0) -> Iterator[dict]:
     """Make `count` (1 to 64) sequential connections, `gap` (at most 1) seconds apart; yield each result.
     With `http_path`, each TCP connection is an HTTP GET (the reply names one of `candidates`); otherwise
-    the marker line is padded to `size` bytes.
+    the marker line is padded to `size` bytes. UDP with `sport` sends every datagram from that port.
 
     Sockets are created in the calling thread's network namespace. Bounded: count x (timeout + gap).
     """
-    run = functools.partial(_tcp if proto == "tcp" else _udp, size=size)
+    run = functools.partial(_tcp, size=size) if proto == "tcp" else functools.partial(_udp, size=size, sport=sport)
     if http_path is not None:
         run = functools.partial(_tcp, path=http_path, candidates=candidates or [])
     gap = max(0.0, min(gap, 1.0))

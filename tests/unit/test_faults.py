@@ -96,3 +96,93 @@ def test_member_offsets_look_into_anonymous_unions_and_nested_members() -> None:
 def test_this_kernels_btf_has_every_field_the_drop_tracer_reads() -> None:
     got = member_offsets(VMLINUX.read_bytes(), FIELDS)
     assert set(got) == set(FIELDS) and all(0 <= v < 4096 for v in got.values())
+
+
+STALE = """name: flt-t
+topology: ../../topologies/flannel-vxlan.yaml
+overrides:
+  services:
+    - {name: dns, clusterIP: 10.96.0.10, selector: {app: dns}, ports: [{name: dns, port: 53, protocol: UDP}]}
+  pods:
+    - {name: dns-a, node: node2, ip: 10.244.1.5, labels: {app: dns}, ports: [{port: 53, protocol: UDP}]}
+    - {name: dns-b, node: node1, ip: 10.244.0.2, labels: {app: dns}, ready: false, ports: [{port: 53, protocol: UDP}]}
+    - {name: client-0, node: node1, ip: 10.244.0.3}
+faults:
+  - {kind: stale-conntrack, pod: dns-a, replacement: dns-b, after: first}
+flows:
+  - {name: first, from: client-0, to: {service: dns}, sourcePort: 40053}
+"""
+
+
+def _stale_scenario(tmp_path: Path, text: str = STALE):
+    from kpemu.model.scenario import load_scenario
+
+    d = tmp_path / "scenarios" / "faults"
+    d.mkdir(parents=True)
+    (tmp_path / "topologies").symlink_to(ROOT / "topologies")
+    (d / "s.yaml").write_text(text)
+    return load_scenario(d / "s.yaml")
+
+
+def test_resync_text_keeps_kube_proxys_own_chains_and_deletes_the_chains_that_went_away() -> None:
+    from kpemu.plan.faults import resync_text
+
+    old = ("*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-OLD - [0:0]\n"
+           "-A KUBE-SVC-A -j KUBE-SEP-OLD\n-I PREROUTING 1 -j KUBE-SERVICES\nCOMMIT\n")
+    new = ("*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-NEW - [0:0]\n"
+           "-A KUBE-SVC-A -j KUBE-SEP-NEW\n-I PREROUTING 1 -j KUBE-SERVICES\nCOMMIT\n*mangle\nCOMMIT\n")
+    assert resync_text(old, new) == (
+        "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-NEW - [0:0]\n:KUBE-SEP-OLD - [0:0]\n"
+        "-A KUBE-SVC-A -j KUBE-SEP-NEW\n-X KUBE-SEP-OLD\nCOMMIT\n*mangle\nCOMMIT\n")
+
+
+def test_stale_conntrack_releases_the_pod_and_resyncs_every_node_to_its_replacement(tmp_path: Path) -> None:
+    sc = _stale_scenario(tmp_path)
+    step = plan_fault(sc.topology, sc.spec.faults[0])
+    assert (step.member, step.netns, step.after) == ("dns-a", "kp-flt-t-dns-a", "first")
+    assert step.commands == (("ip", "address", "flush", "dev", "eth0"),)
+    assert step.elsewhere[0] == ("kp-flt-t-node2", ("ip", "neigh", "flush", "to", "10.244.1.5"), None)
+    assert [(ns, argv) for ns, argv, _ in step.elsewhere[1:]] == [
+        (f"kp-flt-t-{n}", ("iptables-nft-restore", "--noflush", "--wait")) for n in ("node1", "node2")]
+    assert step.rules_changed == ("node1", "node2")
+    text = step.elsewhere[1][2]
+    assert '-A KUBE-SEP-LG7TWINNC4WCNBB7 -m comment --comment default/dns:dns -m udp -p udp -j DNAT ' \
+           '--to-destination 10.244.0.2:53' in text
+    assert "-X KUBE-SEP-5T4LYZJN632OWUJO" in text and "10.244.1.5" not in text
+    assert not any(ln.startswith("-I ") for ln in text.splitlines())
+    assert "conntrack -D" in step.change and "NEIGH_FAILED" in step.symptom
+
+
+def test_stale_conntrack_and_source_port_input_errors_name_the_field(tmp_path: Path) -> None:
+    from kpemu.errors import InputError
+
+    bad = (STALE.replace("ready: false, ", "").replace("after: first", "after: nope")
+           .replace("sourcePort: 40053}", "sourcePort: 40053}\n  - {name: t, from: client-0, to: {pod: dns-a, "
+                                          "port: 53}, protocol: TCP, sourcePort: 40054}"))
+    with pytest.raises(InputError) as e:
+        _stale_scenario(tmp_path, bad)
+    text = str(e.value)
+    assert "faults[0].after: unknown flow 'nope'; expected one of ['first', 't']" in text
+    assert "faults[0].replacement: dns-b must be another pod, with ready: false" in text
+    assert "flows[1].sourcePort: a fixed source port is for UDP flows" in text
+
+
+def test_udp_connections_from_a_fixed_source_port_all_use_it() -> None:
+    import socket
+
+    from kpemu.traffic.client import connections
+    from kpemu.traffic.server import PodServers
+
+    srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    srv.bind(("127.0.0.1", 0))
+    servers = PodServers()
+    servers.add("echo", [("udp", srv)])
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    free = probe.getsockname()[1]
+    probe.close()
+    try:
+        got = list(connections("f", "127.0.0.1", srv.getsockname()[1], "udp", 3, 2.0, sport=free))
+    finally:
+        servers.close()
+    assert [(c["sport"], c["outcome"], c["backend"]) for c in got] == [(free, "reply", "echo")] * 3
