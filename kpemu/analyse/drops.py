@@ -1,9 +1,11 @@
 """The kernel's drop events of a run (pure): parse the drop tracer's text, keep a flow's window,
-join a drop to a connection by tuple, and say what each drop reason means.
+join a drop to a connection by tuple (or, without the packet, by time window and protocol), and say
+what each drop reason means.
 
 The text is what kernel/drops.py's bpftrace printed: `REASON <n> <NAME>` lines (the reason table
 of this kernel's `skb:kfree_skb` format) and `DROP <ns> <netns inode> <ifindex> <reason> <function>
-<proto> <src> <dst> <sport> <dport> <inner proto> <inner src> <inner dst> <inner sport> <inner dport> <length>`.
+<proto> <src> <dst> <sport> <dport> <inner proto> <inner src> <inner dst> <inner sport> <inner dport> <length>`;
+or, from its tracefs reader, `NOTE <why the packet could not be read>` and `TDROP <ns> <REASON> <function>`.
 """
 
 from __future__ import annotations
@@ -76,13 +78,16 @@ def _ports(proto: str, sp: str, dp: str) -> tuple[int | None, int | None]:
 
 
 def parse_drops(text: str) -> list[DropEvent]:
-    """Every DROP line of the tracer's text, with reason numbers turned into this kernel's names."""
+    """Every DROP line of the tracer's text, with reason numbers turned into this kernel's names; a TDROP
+    line (no packet read) is an event of netns inode 0 with no tuple."""
     names: dict[int, str] = {}
     out: list[DropEvent] = []
     for line in text.splitlines():
         f = line.split()
         if len(f) == 3 and f[0] == "REASON" and f[1].isdigit():
             names[int(f[1])] = f[2]
+        elif len(f) == 4 and f[0] == "TDROP" and f[1].isdigit():
+            out.append(DropEvent(int(f[1]), 0, 0, f[2], f[3], "ip", "", "", None, None))
         elif len(f) in (16, 17) and f[0] == "DROP":
             try:
                 proto = PROTOS.get(int(f[6]), f"ip/{f[6]}")
@@ -104,8 +109,8 @@ def window(text: str, start_ns: int, end_ns: int) -> str:
     keep = []
     for line in text.splitlines():
         f = line.split()
-        if f[:1] == ["REASON"] or (f[:1] == ["DROP"] and len(f) > 1 and f[1].isdigit()
-                                    and start_ns <= int(f[1]) <= end_ns):
+        if f[:1] in (["REASON"], ["NOTE"]) or (f[:1] in (["DROP"], ["TDROP"]) and len(f) > 1 and f[1].isdigit()
+                                               and start_ns <= int(f[1]) <= end_ns):
             keep.append(line)
     return "\n".join(keep) + ("\n" if keep else "")
 
@@ -126,6 +131,28 @@ def matching(events: Iterable[DropEvent], tuples: set[tuple], members: Mapping[i
         if any(t in tuples or (t[0], t[1], t[2]) in ends or (t[0], t[3], t[4]) in ends for t in ev.tuples()):
             out.append((ev, members[ev.netns_inode]))
     return out
+
+
+def time_note(text: str) -> str | None:
+    """Why the tracer could not read the dropped packets (its drops join by time window), or None."""
+    return next((line[5:].strip() for line in text.splitlines() if line.startswith("NOTE ")), None)
+
+
+# Functions that only ever drop the other transport's packets (a TCP flow's drop is not in UDP code).
+_OTHER_PROTO = {"tcp": ("udp", "__udp"), "udp": ("tcp",)}
+
+
+def by_time(events: Iterable[DropEvent], start_ns: int, end_ns: int, proto: str) -> list[DropEvent]:
+    """Drops without a packet (TDROP) inside [start, end] that can belong to a `proto` connection, the
+    likeliest first: a specific reason before NOT_SPECIFIED, then the reason and function seen most often
+    (a connection's retransmissions die the same way; another packet's drop rarely repeats), then the earliest."""
+    skip = _OTHER_PROTO.get(proto, ())
+    inside = [e for e in events if e.netns_inode == 0 and start_ns <= e.t_ns <= end_ns
+              and not e.function.startswith(skip)]
+    seen: dict[tuple[str, str], int] = {}
+    for e in inside:
+        seen[(e.reason, e.function)] = seen.get((e.reason, e.function), 0) + 1
+    return sorted(inside, key=lambda e: (e.reason == "NOT_SPECIFIED", -seen[(e.reason, e.function)], e.t_ns))
 
 
 def meaning(reason: str, function: str) -> str:

@@ -25,7 +25,7 @@ from kpemu.analyse.attribution import (
     kernel_kube_path,
     kube_chain_path,
 )
-from kpemu.analyse.drops import parse_drops
+from kpemu.analyse.drops import parse_drops, time_note
 from kpemu.analyse.hooks import CLAIMS, check_hook_claim, hook_walk, hooks_only, walk_text
 from kpemu.analyse.ledger import ConnLedger, FlowLedger
 from kpemu.analyse.oracle import Packet, Prediction, compare_paths, predict_for_topology
@@ -315,10 +315,11 @@ def _verdicts(topo: Topology, fl: FlowLedger, atts: Mapping[int, ConnAttribution
     """A verdict for every connection that got no answer, from the trace and the kernel's drops."""
     events = parse_drops(data.drops)
     members = {int(k): m for k, m in data.drop_members.items()}
+    note = time_note(data.drops)
     ex.drops = {"available": data.drops_unavailable is None and bool(data.drop_members),
-                "reason": data.drops_unavailable,
-                "events": [{**e.to_json(), "member": members[e.netns_inode]} for e in events
-                           if e.netns_inode in members][:MAX_DROP_EVENTS]}
+                "reason": data.drops_unavailable, "joined": "time window" if note else "tuple", "note": note,
+                "events": [{**e.to_json(), "member": members.get(e.netns_inode)} for e in events
+                           if e.netns_inode in members or e.netns_inode == 0][:MAX_DROP_EVENTS]}
     unavailable = [f"rule trace: {ex.reason}"] if not ex.traced and ex.reason else []
     if data.drops_unavailable:
         unavailable.append(f"kernel drop reasons: {data.drops_unavailable}")
@@ -329,7 +330,7 @@ def _verdicts(topo: Topology, fl: FlowLedger, atts: Mapping[int, ConnAttribution
                       key=lambda p: order.index(p.node) if p.node in order else len(order))
         for h in cl.hops:
             netns.setdefault(h.info.member, h.info.netns)
-        v = connection_verdict(cl, pkts, events, members, netns, topo.kubeProxy.mode, services, unavailable)
+        v = connection_verdict(cl, pkts, events, members, netns, topo.kubeProxy.mode, services, unavailable, note)
         if v is not None:
             ex.verdicts[cl.index] = v
 

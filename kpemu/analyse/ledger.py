@@ -101,6 +101,7 @@ class ConnLedger:
     ipvs: list[dict] = field(default_factory=list)  # {node, entry}
     answer: str | None = None  # what the client read (an HTTP body for HTTP flows)
     status: int | None = None  # the HTTP status, for HTTP flows
+    window: tuple[int, int] | None = None  # CLOCK_MONOTONIC ns from the client's send to its giving up
 
     @property
     def hops(self) -> list[Hop]:
@@ -241,7 +242,7 @@ def build_flow_ledger(name: str, src_member: str, dst_ip: str, dst_port: int, pr
     for conn in connections:
         cl = ConnLedger(int(conn.get("index", 0)), str(conn.get("marker", "")), conn.get("sport"),
                         str(conn.get("outcome", "")), conn.get("backend"), answer=conn.get("reply"),
-                        status=conn.get("status"))
+                        status=conn.get("status"), window=tuple(conn["window"]) if conn.get("window") else None)
         fl.connections.append(cl)
         seed = _seed(packets, src_points, conn, dst_ip, dst_port, proto)
         if seed is None:

@@ -16,13 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from kpemu.analyse.attribution import TracedPacket, comment_of
-from kpemu.analyse.drops import DropEvent, describe, matching, meaning
+from kpemu.analyse.drops import DropEvent, by_time, describe, matching, meaning
 from kpemu.analyse.ledger import ConnLedger, Hop
 
 ICMP_NAMES = {(3, 0): "net unreachable", (3, 1): "host unreachable", (3, 3): "port unreachable",
               (3, 4): "fragmentation needed", (3, 9): "net prohibited", (3, 10): "host prohibited",
               (3, 13): "administratively prohibited", (11, 0): "TTL exceeded"}
 REJECT_DEFAULT = "icmp-port-unreachable"
+TIME_SLACK_NS = 50_000_000  # a drop just after the client gave up (its last retransmission) is still its
 
 # Why kube-proxy writes the rules that kill packets (matched on the rule's comment or chain).
 WHY_RULE = (
@@ -43,7 +44,8 @@ class Verdict:
     at: str | None  # the member (node, pod, external) where it died
     netns: str | None
     action: str  # DROP | REJECT | ICMP | KERNEL-DROP | IPVS-NO-REAL-SERVER | UNKNOWN
-    evidence: str  # netfilter trace | kfree_skb by tuple | icmp reply | ipvs services | capture only
+    evidence: str  # netfilter trace | kfree_skb by tuple | kfree_skb by time window | icmp reply | ipvs services
+    #                | capture only
     direction: str = "request"  # which way the dying packet was going
     point: str | None = None  # the last capture point where the packet was seen
     hook: str | None = None
@@ -52,6 +54,7 @@ class Verdict:
     rule: str | None = None
     icmp: str | None = None  # the ICMP error a REJECT or the kernel sent back
     reason: str | None = None  # kernel drop reason (IP_RPFILTER, NO_SOCKET, ...)
+    joined: str | None = None  # how the kernel's drop was tied to this connection: "tuple" | "time window"
     function: str | None = None  # the kernel function that dropped it
     conntrack: str | None = None  # "node: entry" of the conntrack entry whose DNAT sent it where it died
     why: str = ""  # what this means, in words
@@ -150,12 +153,13 @@ def ipvs_empty_services(save_n: str) -> set[str]:
 def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: Sequence[DropEvent],
                        drop_members: Mapping[int, str], netns: Mapping[str, str], mode: str = "iptables",
                        ipvs_services: Mapping[str, str] | None = None,
-                       unavailable: Sequence[str] = ()) -> Verdict | None:
+                       unavailable: Sequence[str] = (), time_note: str | None = None) -> Verdict | None:
     """The verdict for a connection that got no answer (None when it was answered).
 
     `packets`: the connection's traced packets (attribution), in hop order; `drops`: the flow's
     kernel drop events; `drop_members`: netns inode -> member; `netns`: member -> namespace name;
-    `unavailable`: why some evidence could not be collected, said when nothing was found.
+    `unavailable`: why some evidence could not be collected, said when nothing was found; `time_note`: why
+    the drops were read without their packets (they are joined by the connection's time window).
     """
     if cl.outcome == "reply":
         return None
@@ -163,20 +167,28 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
     point = last.point if last else None
     v = _rule_verdict(cl, packets, netns)
     kernel = matching(drops, conn_tuples(cl), drop_members, client_ends(cl))
+    timed = by_time(drops, cl.window[0], cl.window[1] + TIME_SLACK_NS, cl.request[0].pkt.proto) \
+        if cl.window and cl.request and not kernel else []
     if v is not None:
         v.point = point
         nf = next((ev for ev, m in kernel if m == v.at and ev.reason == "NETFILTER_DROP"), None)
+        joined = "tuple"
+        if nf is None:
+            nf, joined = next((ev for ev in timed if ev.reason == "NETFILTER_DROP"), None), "time window"
         if nf is not None:
-            v.reason, v.function = nf.reason, nf.function
-            v.text += f"; the kernel confirms: {nf.reason} in {nf.function}"
+            v.reason, v.function, v.joined = nf.reason, nf.function, joined
+            v.text += f"; the kernel confirms: {nf.reason} in {nf.function}" + (
+                " (joined by time window)" if joined != "tuple" else "")
         return v
     icmp = _icmp_reply(cl)
+    if timed and not kernel:
+        return _with_entry(_time_verdict(cl, timed, netns, icmp, time_note), cl, packets)
     if kernel:
         ev, member = next(((e, m) for e, m in kernel if e.reason != "NOT_SPECIFIED"), kernel[0])
         direction = "reply" if any((ev.proto, ev.src, ev.sport, ev.dst, ev.dport) == (h.pkt.proto, h.pkt.src,
                                    h.pkt.sport, h.pkt.dst, h.pkt.dport) for h in cl.reply) else "request"
         v = Verdict(member, netns.get(member), "KERNEL-DROP", "kfree_skb by tuple", direction, point,
-                    reason=ev.reason, function=ev.function, why=meaning(ev.reason, ev.function))
+                    reason=ev.reason, joined="tuple", function=ev.function, why=meaning(ev.reason, ev.function))
         v.text = f"dropped by the kernel on {member} ({v.direction}): {describe(ev.reason, ev.function)}; " \
                  f"packet {packet_text(ev)}"
         if icmp is not None:
@@ -204,6 +216,25 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
     missing = "; ".join(unavailable)
     v.text = (f"last seen at {point or 'no capture point'}; no rule dropped it in the trace and the kernel reported "
               f"no drop for its tuple" + (f" ({missing})" if missing else ""))
+    return v
+
+
+def _time_verdict(cl: ConnLedger, timed: Sequence[DropEvent], netns: Mapping[str, str], icmp: Hop | None,
+                  note: str | None) -> Verdict:
+    """A kernel drop read without its packet, tied to the connection by time window and protocol: where it
+    died is where the packet was last seen (the request's last hop when an ICMP error came back)."""
+    ev = timed[0]
+    last = cl.reply[-1] if cl.reply and icmp is None else cl.request[-1]
+    where = last.info.member
+    v = Verdict(where, netns.get(where), "KERNEL-DROP", "kfree_skb by time window", last.direction, last.point,
+                reason=ev.reason, joined="time window", function=ev.function, why=meaning(ev.reason, ev.function))
+    others = f"; {len(timed) - 1} other IPv4 drop(s) in that time" if len(timed) > 1 else ""
+    v.text = (f"dropped by the kernel: {describe(ev.reason, ev.function)}; joined by time window: the kernel "
+              f"dropped it while this connection ran, its packet and namespace unread"
+              f"{' (' + note + ')' if note else ''}{others}; last seen at {last.point}")
+    if icmp is not None:
+        v.icmp = _icmp_name(icmp)
+        v.text += f"; {icmp.pkt.src} sent ICMP {v.icmp}"
     return v
 
 

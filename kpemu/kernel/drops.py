@@ -15,12 +15,20 @@ from that format file. The packet's fields are read at offsets taken from the ke
 before the lab is deployed, and the analysis keeps only the events inside each flow's time window.
 The BPF program is detached when bpftrace exits: no tracing state is left behind, nothing in the
 root namespace is changed.
+
+Without bpftrace (not installed, no BTF, or forced with KPEMU_DROP_TRACE=tracefs) the reasons are
+read from tracefs itself: a tracing instance of its own (instances/kpemu-<pid>, so no global
+tracing setting changes) with only `skb:kfree_skb` enabled, IPv4 only, on the monotonic clock.
+Those events carry the reason, the function and the time, but neither the packet nor its
+namespace: the analysis joins them to a connection by time window (`TDROP` lines), and says so.
+The instance is removed when the reader stops (and a dead reader's instance by the next one).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,6 +40,7 @@ from kpemu.kernel.btf import BtfError, drop_offsets
 from kpemu.pace import scaled
 
 READY = "KPEMU-DROPS-READY"
+INSTANCE_PREFIX = "kpemu-"  # tracefs instances of the time-window reader: kpemu-<its pid>
 PR_SET_PDEATHSIG = 1
 ATTACH_TIMEOUT = 15.0
 FORMAT = "/sys/kernel/tracing/events/skb/kfree_skb/format"
@@ -44,6 +53,44 @@ sed -n 's/.*__print_symbolic(REC->reason, //p' {FORMAT} | tr '}}' '\\n' \\
   | sed -n 's/^[ ,]*{{ *\\([0-9]*\\), *"\\([A-Za-z0-9_]*\\)".*/REASON \\1 \\2/p'
 exec bpftrace -B line -e "$KPEMU_DROPS_PROG"
 """
+
+
+# The same, from tracefs alone: a private instance with kfree_skb on (IPv4), read until SIGINT/SIGTERM,
+# then the reader stopped, the event disabled and the instance removed. A dead reader's instance goes too.
+_TRACEFS_WRAPPER = f"""set -e
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || {{ echo "KPEMU-DROPS-NO-TRACEFS"; exit 3; }}
+I=/sys/kernel/tracing/instances
+for d in $I/{INSTANCE_PREFIX}*; do
+  [ -d "$d" ] && ! kill -0 "${{d##*-}}" 2>/dev/null && rmdir "$d" 2>/dev/null || true
+done
+T=$I/{INSTANCE_PREFIX}$$
+mkdir "$T" || {{ echo "KPEMU-DROPS-NO-TRACEFS"; exit 3; }}
+stop() {{ kill "$R" 2>/dev/null || true; wait "$R" 2>/dev/null || true; grep -v '^#' "$T/trace" || true
+  echo 0 > "$T/events/skb/kfree_skb/enable" || true; rmdir "$T" || true; exit 0; }}
+trap stop INT TERM
+echo mono > "$T/trace_clock"
+echo 'protocol == 2048' > "$T/events/skb/kfree_skb/filter"
+echo 1 > "$T/events/skb/kfree_skb/enable"
+cat "$T/trace_pipe" & R=$!
+echo "{READY}"
+wait "$R" || true
+stop
+"""
+_TRACEFS_LINE = re.compile(r"\s(\d+)\.(\d+): kfree_skb: .*?location=(\S+) reason: (\w+)")
+
+
+def tracefs_drops(text: str, note: str) -> str:
+    """The tracefs reader's text as `TDROP <monotonic ns> <reason> <function>` lines (no tuple, no
+    namespace), after a `NOTE` line saying why the packet could not be read (pure)."""
+    out = [f"NOTE {note}"]
+    for line in text.splitlines():
+        m = _TRACEFS_LINE.search(line)
+        if m:
+            sec, frac, location, reason = m.groups()
+            ns = int(sec) * 1_000_000_000 + int(frac.ljust(9, "0")[:9])
+            function = location.split("+", 1)[0] if not location.startswith("0x") else "?"
+            out.append(f"TDROP {ns} {reason} {function}")
+    return "\n".join(out) + "\n"
 
 
 def bpf_program(root_inode: int, off: dict[str, int]) -> str:
@@ -102,16 +149,26 @@ def netns_inode(netns: str) -> int | None:
         return None
 
 
-def why_unavailable() -> str | None:
-    """Why this kernel or machine cannot trace drops, or None when it can (cheap checks only)."""
+def why_no_reasons() -> str | None:
+    """Why no drop reason at all can be read here (not even by time window), or None (cheap checks)."""
     if os.environ.get("KPEMU_DROP_TRACE") == "0":
         return "turned off (KPEMU_DROP_TRACE=0)"
     if os.geteuid() != 0:
         return "tracing drops needs root (BPF and tracefs)"
-    if shutil.which("bpftrace") is None:
-        return "bpftrace is not installed (Debian package bpftrace; make setup installs it)"
     if shutil.which("unshare") is None:
         return "unshare (util-linux) is not installed: tracefs cannot be mounted privately"
+    return None
+
+
+def why_unavailable() -> str | None:
+    """Why this kernel or machine cannot trace drops by tuple (bpftrace), or None when it can (cheap checks
+    only); the time-window reader may still run (`why_no_reasons`)."""
+    if why_no_reasons() is not None:
+        return why_no_reasons()
+    if os.environ.get("KPEMU_DROP_TRACE") == "tracefs":
+        return "bpftrace not used (KPEMU_DROP_TRACE=tracefs)"
+    if shutil.which("bpftrace") is None:
+        return "bpftrace is not installed (Debian package bpftrace; make setup installs it)"
     if not Path("/sys/kernel/btf/vmlinux").exists():
         return "this kernel has no BTF (/sys/kernel/btf/vmlinux): bpftrace cannot read the dropped packet"
     return None
@@ -126,6 +183,7 @@ class DropSession:
     proc: subprocess.Popen | None = None
     unavailable: str | None = None
     text: str = ""
+    by_time: str | None = None  # the time-window reader runs: why bpftrace could not read the packet
 
     def watch(self, members: dict[str, str]) -> None:
         """The lab's namespaces (member -> netns): only their drops are kept."""
@@ -164,7 +222,10 @@ class DropSession:
                     self.proc.wait(timeout=3)
             self.proc = None
             raw = self.path.read_text(errors="replace") if self.path.exists() else ""
-            self.text = "".join(ln + "\n" for ln in raw.splitlines() if self._keep(ln))
+            if self.by_time is not None:
+                self.text = tracefs_drops(raw, self.by_time)
+            else:
+                self.text = "".join(ln + "\n" for ln in raw.splitlines() if self._keep(ln))
             self.path.write_text(self.text)  # nothing of other namespaces stays on disk
         return self.text
 
@@ -183,18 +244,20 @@ def start_drop_tracing(path: Path) -> DropSession:
     collects nothing.
     """
     session = DropSession(path)
-    session.unavailable = why_unavailable()
+    session.unavailable = why_no_reasons()
     if session.unavailable is not None:
         return session
-    try:
-        offsets = drop_offsets()
-    except (OSError, BtfError) as e:
-        session.unavailable = f"could not read the sk_buff layout from the kernel's BTF: {e}"
-        return session
+    session.by_time = why_unavailable()
+    env = dict(os.environ)
+    if session.by_time is None:
+        try:
+            env["KPEMU_DROPS_PROG"] = bpf_program(os.stat("/proc/self/ns/net").st_ino, drop_offsets())
+        except (OSError, BtfError) as e:
+            session.by_time = f"could not read the sk_buff layout from the kernel's BTF: {e}"
     path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "KPEMU_DROPS_PROG": bpf_program(os.stat("/proc/self/ns/net").st_ino, offsets)}
     with path.open("w") as out:
         session.proc = subprocess.Popen(
-            ["unshare", "-m", "--propagation", "private", "sh", "-c", _WRAPPER],
+            ["unshare", "-m", "--propagation", "private", "sh", "-c",
+             _WRAPPER if session.by_time is None else _TRACEFS_WRAPPER],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True, preexec_fn=_die_with_parent)
     return session

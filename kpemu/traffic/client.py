@@ -158,9 +158,10 @@ def connections(flow: str, dst: str, port: int, proto: str, count: int, timeout:
         if i and gap:
             time.sleep(gap)
         marker = request_marker(flow, i)
-        started = time.monotonic()
+        started = time.monotonic_ns()
         res = run(dst, port, marker, timeout)
-        res.update(index=i, marker=marker, duration=round(time.monotonic() - started, 6))
+        ended = time.monotonic_ns()  # the window a kernel drop read without its packet is joined by
+        res.update(index=i, marker=marker, duration=round((ended - started) / 1e9, 6), window=[started, ended])
         yield res
 
 

@@ -1,6 +1,7 @@
 """Verdicts on this kernel: the eTP=Local no-endpoint drop named from the trace, a different verdict
-when that rule is removed by hand (so it is read from the kernel, not inferred), and every fault
-scenario passing with its `died:` expectation through the real CLI."""
+when that rule is removed by hand (so it is read from the kernel, not inferred), every fault
+scenario passing with its `died:` expectation through the real CLI, and the kernel's reason joined
+by time window when bpftrace is not used (tracefs alone, no tracing instance left behind)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kpemu.jobs import execute
-from kpemu.kernel.drops import start_drop_tracing, why_unavailable
+from kpemu.kernel.drops import INSTANCE_PREFIX, start_drop_tracing, why_no_reasons, why_unavailable
 from kpemu.kernel.netns import list_netns, run_in
 from kpemu.model.scenario import load_scenario
 from kpemu.plan.fabric import plan_fabric
@@ -87,3 +88,29 @@ def test_fault_scenario_dies_where_and_why_it_expects(path: Path, tmp_path: Path
     md = (tmp_path / "report.md").read_text()
     assert "## faults applied after deploy" in md and "Symptom:" in md and "| ✗ |" in md
     assert "-x" in md.split("```mermaid", 1)[1]
+
+
+def _tracing_instances() -> list[str]:
+    """The kernel's tracefs instances (tracefs mounted in a private mount namespace only)."""
+    res = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                          "mount -t tracefs nodev /sys/kernel/tracing && ls /sys/kernel/tracing/instances"],
+                         capture_output=True, text=True, check=True)
+    return res.stdout.split()
+
+
+def test_without_bpftrace_the_kernel_reason_is_joined_by_time_window_and_no_instance_stays(tmp_path: Path) -> None:
+    if why_no_reasons() is not None:
+        pytest.skip(f"kernel drop reasons unavailable: {why_no_reasons()}")
+    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", str(ROOT / "scenarios" / "faults" /
+                                                                        "no-masquerade.yaml"),
+                          "--runtime", "host", "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=180, env={**os.environ, "KPEMU_DROP_TRACE": "tracefs"})
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    flow = json.loads((tmp_path / "hops.json").read_text())["flows"][0]
+    v = flow["verdict"]
+    assert (v["reason"], v["function"], v["at"]) == ("NO_SOCKET", "tcp_v4_rcv", "client"), v
+    assert v["evidence"] == "kfree_skb by time window" and v["joined"] == "time window"
+    assert "joined by time window" in v["text"] and "KPEMU_DROP_TRACE=tracefs" in v["text"]
+    assert flow["drops"]["joined"] == "time window"
+    assert (tmp_path / "trace" / "drops.txt").read_text().startswith("NOTE bpftrace not used")
+    assert not [i for i in _tracing_instances() if i.startswith(INSTANCE_PREFIX)]

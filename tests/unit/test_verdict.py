@@ -207,3 +207,59 @@ def test_a_drop_at_an_address_a_conntrack_entry_dnated_to_names_the_entry_and_wh
     assert v.text.endswith(f"; DNATed to 10.244.1.5 by an existing conntrack entry on node1 (no nat rule was "
                            f"consulted): {line}")
     assert "conntrack" in v.words() and "NEIGH_FAILED" in v.words()
+
+
+TRACEFS = """KPEMU-DROPS-READY
+          <idle>-0       [001] ..s2. 10988.744605: kfree_skb: skbaddr=00000000b0a0f8b8 rx_sk=0000000000000000 \
+protocol=2048 location=ip_rcv_finish_core+0x8e/0x4c0 reason: NOT_SPECIFIED
+          <idle>-0       [001] ..s2. 10989.100000: kfree_skb: skbaddr=00000000c1 rx_sk=0000000000000000 \
+protocol=2048 location=tcp_v4_rcv+0x8e/0xf60 reason: NO_SOCKET
+          <idle>-0       [000] ..s2. 10989.250000: kfree_skb: skbaddr=00000000c2 rx_sk=0000000000000000 \
+protocol=2048 location=nft_do_chain+0x2a/0x500 reason: NETFILTER_DROP
+          <idle>-0       [001] ..s2. 10990.100000: kfree_skb: skbaddr=00000000c3 rx_sk=0000000000000000 \
+protocol=2048 location=tcp_v4_rcv+0x8e/0xf60 reason: NO_SOCKET
+          <idle>-0       [001] ..s2. 10990.200000: kfree_skb: skbaddr=00000000c4 protocol=2048 \
+location=0xffffffffa1b2c3d4 reason: NO_SOCKET
+"""
+
+
+def test_the_tracefs_reader_text_becomes_drops_without_a_packet_and_keeps_why() -> None:
+    from kpemu.kernel.drops import tracefs_drops
+
+    text = tracefs_drops(TRACEFS, "bpftrace is not installed")
+    assert text.splitlines() == ["NOTE bpftrace is not installed",
+                                 "TDROP 10988744605000 NOT_SPECIFIED ip_rcv_finish_core",
+                                 "TDROP 10989100000000 NO_SOCKET tcp_v4_rcv",
+                                 "TDROP 10989250000000 NETFILTER_DROP nft_do_chain",
+                                 "TDROP 10990100000000 NO_SOCKET tcp_v4_rcv", "TDROP 10990200000000 NO_SOCKET ?"]
+    assert window(text, 10989_000_000_000, 10989_300_000_000).splitlines() == [
+        "NOTE bpftrace is not installed", "TDROP 10989100000000 NO_SOCKET tcp_v4_rcv",
+        "TDROP 10989250000000 NETFILTER_DROP nft_do_chain"]
+    events = parse_drops(text)
+    assert {(e.netns_inode, e.src, e.sport) for e in events} == {(0, "", None)}
+
+
+def test_a_drop_read_without_its_packet_is_joined_by_time_window_and_protocol_and_says_so() -> None:
+    from kpemu.analyse.drops import by_time
+    from kpemu.kernel.drops import tracefs_drops
+
+    events = parse_drops(tracefs_drops(TRACEFS, "KPEMU_DROP_TRACE=tracefs"))
+    # the reason seen twice (the SYN-ACK and its retransmission) before a single other drop; UDP code is not TCP's
+    assert [(e.reason, e.function) for e in by_time(events, 10988_000_000_000, 10991_000_000_000, "tcp")][:3] == [
+        ("NO_SOCKET", "tcp_v4_rcv"), ("NO_SOCKET", "tcp_v4_rcv"), ("NETFILTER_DROP", "nft_do_chain")]
+    assert by_time(events, 10988_000_000_000, 10991_000_000_000, "udp")[0].reason == "NETFILTER_DROP"
+    cl = dropped_syn()
+    cl.outcome = "no-reply"
+    cl.reply = [hop("client/eth0", "external", None, "10.244.1.5", 80, "10.242.72.50", 41891, "reply", 7, t=3)]
+    cl.window = (10989_000_000_000, 10990_100_000_000)
+    v = connection_verdict(cl, [], events, MEMBERS, NETNS, time_note="KPEMU_DROP_TRACE=tracefs")
+    assert (v.action, v.evidence, v.joined, v.reason, v.function) == (
+        "KERNEL-DROP", "kfree_skb by time window", "time window", "NO_SOCKET", "tcp_v4_rcv")
+    assert (v.at, v.direction, v.point) == ("client", "reply", "client/eth0")
+    assert v.text == ("dropped by the kernel: NO_SOCKET in tcp_v4_rcv (no socket on this host owns the packet's tuple "
+                      "(nothing listens, or a reply nobody asked for)); joined by time window: the kernel dropped it "
+                      "while this connection ran, its packet and namespace unread (KPEMU_DROP_TRACE=tracefs); 2 other "
+                      "IPv4 drop(s) in that time; last seen at client/eth0")
+    # outside the connection's window nothing is joined
+    cl.window = (10991_000_000_000, 10992_000_000_000)
+    assert connection_verdict(cl, [], events, MEMBERS, NETNS).action == "UNKNOWN"
