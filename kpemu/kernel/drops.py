@@ -47,7 +47,7 @@ FORMAT = "/sys/kernel/tracing/events/skb/kfree_skb/format"
 VXLAN_PORTS = (8472, 4789)
 
 # Runs in the private mount namespace: mount tracefs there, print the reason table, exec bpftrace.
-_WRAPPER = f"""set -e
+BPFTRACE_WRAPPER = f"""set -e
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || {{ echo "KPEMU-DROPS-NO-TRACEFS"; exit 3; }}
 sed -n 's/.*__print_symbolic(REC->reason, //p' {FORMAT} | tr '}}' '\\n' \\
   | sed -n 's/^[ ,]*{{ *\\([0-9]*\\), *"\\([A-Za-z0-9_]*\\)".*/REASON \\1 \\2/p'
@@ -57,7 +57,7 @@ exec bpftrace -B line -e "$KPEMU_DROPS_PROG"
 
 # The same, from tracefs alone: a private instance with kfree_skb on (IPv4), read until SIGINT/SIGTERM,
 # then the reader stopped, the event disabled and the instance removed. A dead reader's instance goes too.
-_TRACEFS_WRAPPER = f"""set -e
+TRACEFS_WRAPPER = f"""set -e
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || {{ echo "KPEMU-DROPS-NO-TRACEFS"; exit 3; }}
 I=/sys/kernel/tracing/instances
 for d in $I/{INSTANCE_PREFIX}*; do
@@ -176,7 +176,8 @@ def why_unavailable() -> str | None:
 
 @dataclass
 class DropSession:
-    """A running drop tracer; `stop()` returns its text (`REASON n NAME` and `DROP ...` lines)."""
+    """A running drop tracer; `stop()` returns its text (`REASON n NAME` and `DROP ...` lines, or `NOTE` and
+    `TDROP ...` lines from the tracefs reader)."""
 
     path: Path
     members: dict[int, str] = field(default_factory=dict)  # netns inode -> lab member (see `watch`)
@@ -190,7 +191,8 @@ class DropSession:
         self.members = {ino: m for m, ns in members.items() if (ino := netns_inode(ns)) is not None}
 
     def wait_ready(self, timeout: float = ATTACH_TIMEOUT) -> None:
-        """Block until the probes are attached; on failure record why and stop."""
+        """Block until the probes are attached; when bpftrace cannot attach, fall back to the time-window
+        reader; on failure record why and stop."""
         if self.proc is None:
             return
         deadline = time.monotonic() + scaled(timeout)
@@ -201,13 +203,28 @@ class DropSession:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.02)
+        by_time = self.by_time
+        self.by_time = None  # what was printed is kept whole, for the reason it failed
         self.stop()
-        last = [ln for ln in self.text.splitlines() if ln.strip() and "RLIMIT_MEMLOCK" not in ln]
+        lines = [ln.strip() for ln in self.text.splitlines() if ln.strip() and "RLIMIT_MEMLOCK" not in ln]
+        last = [ln for ln in lines if "ERROR" in ln][-1:] or lines  # bpftrace's error, not its caret line
         if "KPEMU-DROPS-NO-TRACEFS" in self.text:
             self.unavailable = "tracefs could not be mounted (kernel without tracefs, or not allowed here)"
+        elif by_time is None:
+            self.by_time = ("bpftrace did not attach to skb:kfree_skb: "
+                            + (last[-1] if last else f"nothing within {scaled(timeout)}s"))
+            self._spawn(TRACEFS_WRAPPER, dict(os.environ))
+            self.wait_ready(timeout)
         else:
-            self.unavailable = ("bpftrace did not attach to skb:kfree_skb: "
-                                + (last[-1] if last else f"nothing within {scaled(timeout)}s"))
+            self.unavailable = f"the tracefs reader did not start: {last[-1] if last else 'no output'}"
+
+    def _spawn(self, script: str, env: dict[str, str]) -> None:
+        """Run `script` (a wrapper above) in a private mount namespace, its output into `path`."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("w") as out:
+            self.proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                                         stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
 
     def stop(self) -> str:
         """Stop bpftrace (its probes detach as it exits) and return the lab's part of what it printed."""
@@ -237,7 +254,8 @@ class DropSession:
 
 
 def start_drop_tracing(path: Path) -> DropSession:
-    """Start bpftrace for drops outside the root namespace; output goes to `path`.
+    """Start bpftrace for drops outside the root namespace (or, without it, the tracefs reader); output
+    goes to `path`.
 
     Returns at once (attaching takes a while): `watch()` the lab's namespaces once deployed and
     `wait_ready()` before the traffic. A session that cannot run has `unavailable` set and
@@ -254,10 +272,5 @@ def start_drop_tracing(path: Path) -> DropSession:
             env["KPEMU_DROPS_PROG"] = bpf_program(os.stat("/proc/self/ns/net").st_ino, drop_offsets())
         except (OSError, BtfError) as e:
             session.by_time = f"could not read the sk_buff layout from the kernel's BTF: {e}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as out:
-        session.proc = subprocess.Popen(
-            ["unshare", "-m", "--propagation", "private", "sh", "-c",
-             _WRAPPER if session.by_time is None else _TRACEFS_WRAPPER],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True, preexec_fn=_die_with_parent)
+    session._spawn(BPFTRACE_WRAPPER if session.by_time is None else TRACEFS_WRAPPER, env)
     return session

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from kpemu.jobs import execute
-from kpemu.kernel.drops import INSTANCE_PREFIX, start_drop_tracing, why_no_reasons, why_unavailable
+from kpemu.kernel.drops import (
+    BPFTRACE_WRAPPER,
+    INSTANCE_PREFIX,
+    DropSession,
+    start_drop_tracing,
+    why_no_reasons,
+    why_unavailable,
+)
 from kpemu.kernel.netns import list_netns, run_in
 from kpemu.model.scenario import load_scenario
 from kpemu.plan.fabric import plan_fabric
@@ -113,4 +120,16 @@ def test_without_bpftrace_the_kernel_reason_is_joined_by_time_window_and_no_inst
     assert "joined by time window" in v["text"] and "KPEMU_DROP_TRACE=tracefs" in v["text"]
     assert flow["drops"]["joined"] == "time window"
     assert (tmp_path / "trace" / "drops.txt").read_text().startswith("NOTE bpftrace not used")
+    assert not [i for i in _tracing_instances() if i.startswith(INSTANCE_PREFIX)]
+
+
+def test_a_bpftrace_that_cannot_attach_falls_back_to_the_time_window_reader(tmp_path: Path) -> None:
+    if why_unavailable() is not None:
+        pytest.skip(f"bpftrace unavailable: {why_unavailable()}")
+    session = DropSession(tmp_path / "drops.txt")
+    session._spawn(BPFTRACE_WRAPPER, {**os.environ, "KPEMU_DROPS_PROG": "tracepoint:skb:kfree_skb { nope( }"})
+    session.wait_ready()
+    assert session.unavailable is None and "ERROR: syntax error" in (session.by_time or ""), session.by_time
+    assert [i for i in _tracing_instances() if i.startswith(INSTANCE_PREFIX)]
+    assert session.stop().startswith(f"NOTE {session.by_time}\n")
     assert not [i for i in _tracing_instances() if i.startswith(INSTANCE_PREFIX)]
