@@ -288,14 +288,13 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
         return [("host", "already inside the guest kernel")] * len(scenarios)
     if req == "host":
         return [("host", "--runtime host: this kernel, as asked")] * len(scenarios)
+    from kpemu.kernel.probe import FAULT_FEATURES, probe
     from kpemu.runtime import choose_runtime
 
-    caps = None
-    if req == "auto":
-        from kpemu.kernel.probe import probe
-
-        caps = probe(kvm=False)
-    return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps) for sc in scenarios]
+    caps = probe(kvm=False) if req == "auto" else None
+    return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps,
+                           [f for fault in sc.spec.faults for f in FAULT_FEATURES.get(fault.kind, ())])
+            for sc in scenarios]
 
 
 def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update_goldens: bool, reason: str,

@@ -7,7 +7,7 @@ need into a decision and a one-line reason the CLI prints.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from kpemu.errors import EnvironmentProblem, InputError
 from kpemu.kernel.probe import Capabilities, can_run, probe
@@ -16,8 +16,9 @@ RUNTIMES = ("auto", "host", "vm")
 
 
 def choose_runtime(requested: str | None, needs: Iterable[tuple[str, str]],
-                   caps: Capabilities | None = None) -> tuple[str, str]:
-    """Pick `host` or `vm` for labs needing the given (cni, proxy mode) pairs; (runtime, reason).
+                   caps: Capabilities | None = None, extra: Sequence[str] = ()) -> tuple[str, str]:
+    """Pick `host` or `vm` for labs needing the given (cni, proxy mode) pairs and `extra` probe features
+    (a scenario's faults'); (runtime, reason).
 
     `requested` None means $KPEMU_RUNTIME, else auto. Inside the guest it is always host. `host`
     on a kernel that cannot do it raises EnvironmentProblem (exit 3) naming what is missing.
@@ -36,6 +37,8 @@ def choose_runtime(requested: str | None, needs: Iterable[tuple[str, str]],
         ok, missing = can_run(caps, cni, mode)
         if not ok:
             lacking[f"{cni}/{mode}"] = missing
+    if caps.missing(list(extra)):
+        lacking["a fault"] = caps.missing(list(extra))
     if not lacking:
         what = ", ".join(f"{c}/{m}" for c, m in pairs) or "this"
         return "host", f"this kernel ({caps.kernel}) has everything {what} needs"

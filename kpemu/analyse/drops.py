@@ -162,6 +162,6 @@ def meaning(reason: str, function: str) -> str:
 
 
 def describe(reason: str, function: str) -> str:
-    """"IP_RPFILTER in ip_rcv_finish_core (strict reverse-path filtering: ...)"."""
+    """"IP_RPFILTER in ip_rcv_finish_core (strict reverse-path filtering: ...)" (no function when unknown: "?")."""
     said = meaning(reason, function)
-    return f"{reason} in {function}" + (f" ({said})" if said else "")
+    return reason + (f" in {function}" if function != "?" else "") + (f" ({said})" if said else "")

@@ -23,6 +23,8 @@ ICMP_NAMES = {(3, 0): "net unreachable", (3, 1): "host unreachable", (3, 3): "po
               (3, 4): "fragmentation needed", (3, 9): "net prohibited", (3, 10): "host prohibited",
               (3, 13): "administratively prohibited", (11, 0): "TTL exceeded"}
 REJECT_DEFAULT = "icmp-port-unreachable"
+NO_RULE_DROPPED = ("no rule dropped it (the rule trace of that node has none), so conntrack itself did: its table "
+                   "is full (nf_conntrack_max) or it cannot track the packet")
 TIME_SLACK_NS = 50_000_000  # a drop just after the client gave up (its last retransmission) is still its
 
 # Why kube-proxy writes the rules that kill packets (matched on the rule's comment or chain).
@@ -182,7 +184,7 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
         return v
     icmp = _icmp_reply(cl)
     if timed and not kernel:
-        return _with_entry(_time_verdict(cl, timed, netns, icmp, time_note), cl, packets)
+        return _with_entry(_no_rule(_time_verdict(cl, timed, netns, icmp, time_note), packets), cl, packets)
     if kernel:
         ev, member = next(((e, m) for e, m in kernel if e.reason != "NOT_SPECIFIED"), kernel[0])
         direction = "reply" if any((ev.proto, ev.src, ev.sport, ev.dst, ev.dport) == (h.pkt.proto, h.pkt.src,
@@ -191,6 +193,7 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
                     reason=ev.reason, joined="tuple", function=ev.function, why=meaning(ev.reason, ev.function))
         v.text = f"dropped by the kernel on {member} ({v.direction}): {describe(ev.reason, ev.function)}; " \
                  f"packet {packet_text(ev)}"
+        _no_rule(v, packets)
         if icmp is not None:
             v.icmp = _icmp_name(icmp)
             v.text += f"; {icmp.pkt.src} sent ICMP {v.icmp}"
@@ -235,6 +238,15 @@ def _time_verdict(cl: ConnLedger, timed: Sequence[DropEvent], netns: Mapping[str
     if icmp is not None:
         v.icmp = _icmp_name(icmp)
         v.text += f"; {icmp.pkt.src} sent ICMP {v.icmp}"
+    return v
+
+
+def _no_rule(v: Verdict, packets: Sequence[TracedPacket]) -> Verdict:
+    """A NETFILTER_DROP on a node whose rule trace has the packet and no DROP (else _rule_verdict would have
+    named the rule): conntrack dropped it."""
+    if v.reason == "NETFILTER_DROP" and any(p.node == v.at for p in packets):
+        v.why = NO_RULE_DROPPED
+        v.text += f"; {NO_RULE_DROPPED}"
     return v
 
 

@@ -38,7 +38,7 @@ from kpemu.errors import ApplyError, EnvironmentProblem
 from kpemu.kernel import counters, nfacct
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.drops import DropSession, start_drop_tracing
-from kpemu.kernel.faults import apply_faults
+from kpemu.kernel.faults import apply_faults, restore_kernel_wide
 from kpemu.kernel.labstate import LabState, state_path
 from kpemu.kernel.nfttrace import start_nft_tracing
 from kpemu.kernel.trace import FlowMatch, start_tracing
@@ -370,6 +370,7 @@ def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> floa
                 col = _traffic(job, out, progress, drops)
             finally:
                 with _signals_blocked(), timed("destroy the lab"):
+                    restore_kernel_wide()
                     destroy(state.namespaces, state.lab, bool(state.containers))
         finally:
             if drops is not None:

@@ -9,14 +9,15 @@ tuple, and the inner tuple when it is VXLAN, so the analysis joins a drop to a c
 tuple (analyse/drops.py).
 
 bpftrace needs tracefs for the tracepoint's format: it is mounted in a private mount namespace
-of the bpftrace process only (`unshare -m`), never on the host's /sys. The reason names come
+of the bpftrace process only (`unshare -m`), never on the host's /sys (a /sys/kernel/tracing that
+is already mounted, as in kpemu's guest, is used as it is). The reason names come
 from that format file. The packet's fields are read at offsets taken from the kernel's BTF once
 (kernel/btf.py), so bpftrace attaches in a fraction of a second; one tracer covers a run, started
 before the lab is deployed, and the analysis keeps only the events inside each flow's time window.
 The BPF program is detached when bpftrace exits: no tracing state is left behind, nothing in the
 root namespace is changed.
 
-Without bpftrace (not installed, no BTF, or forced with KPEMU_DROP_TRACE=tracefs) the reasons are
+Without bpftrace (not installed, no BTF, a software-emulated guest, or KPEMU_DROP_TRACE=tracefs) the reasons are
 read from tracefs itself: a tracing instance of its own (instances/kpemu-<pid>, so no global
 tracing setting changes) with only `skb:kfree_skb` enabled, IPv4 only, on the monotonic clock.
 Those events carry the reason, the function and the time, but neither the packet nor its
@@ -46,9 +47,12 @@ ATTACH_TIMEOUT = 15.0
 FORMAT = "/sys/kernel/tracing/events/skb/kfree_skb/format"
 VXLAN_PORTS = (8472, 4789)
 
+# tracefs, mounted in the private mount namespace unless it is there already (as in kpemu's guest).
+MOUNT_TRACEFS = ("[ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null "
+                 "|| { echo KPEMU-DROPS-NO-TRACEFS; exit 3; }")
 # Runs in the private mount namespace: mount tracefs there, print the reason table, exec bpftrace.
 BPFTRACE_WRAPPER = f"""set -e
-mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || {{ echo "KPEMU-DROPS-NO-TRACEFS"; exit 3; }}
+{MOUNT_TRACEFS}
 sed -n 's/.*__print_symbolic(REC->reason, //p' {FORMAT} | tr '}}' '\\n' \\
   | sed -n 's/^[ ,]*{{ *\\([0-9]*\\), *"\\([A-Za-z0-9_]*\\)".*/REASON \\1 \\2/p'
 exec bpftrace -B line -e "$KPEMU_DROPS_PROG"
@@ -58,7 +62,7 @@ exec bpftrace -B line -e "$KPEMU_DROPS_PROG"
 # The same, from tracefs alone: a private instance with kfree_skb on (IPv4), read until SIGINT/SIGTERM,
 # then the reader stopped, the event disabled and the instance removed. A dead reader's instance goes too.
 TRACEFS_WRAPPER = f"""set -e
-mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || {{ echo "KPEMU-DROPS-NO-TRACEFS"; exit 3; }}
+{MOUNT_TRACEFS}
 I=/sys/kernel/tracing/instances
 for d in $I/{INSTANCE_PREFIX}*; do
   [ -d "$d" ] && ! kill -0 "${{d##*-}}" 2>/dev/null && rmdir "$d" 2>/dev/null || true
@@ -88,7 +92,9 @@ def tracefs_drops(text: str, note: str) -> str:
         if m:
             sec, frac, location, reason = m.groups()
             ns = int(sec) * 1_000_000_000 + int(frac.ljust(9, "0")[:9])
-            function = location.split("+", 1)[0] if not location.startswith("0x") else "?"
+            function = location.split("+", 1)[0]
+            if re.fullmatch(r"(0x)?[0-9a-f]+", function):  # a hashed pointer (%p, kernels before 6.3): unknown
+                function = "?"
             out.append(f"TDROP {ns} {reason} {function}")
     return "\n".join(out) + "\n"
 
@@ -165,8 +171,12 @@ def why_unavailable() -> str | None:
     only); the time-window reader may still run (`why_no_reasons`)."""
     if why_no_reasons() is not None:
         return why_no_reasons()
-    if os.environ.get("KPEMU_DROP_TRACE") == "tracefs":
+    forced = os.environ.get("KPEMU_DROP_TRACE")
+    if forced == "tracefs":
         return "bpftrace not used (KPEMU_DROP_TRACE=tracefs)"
+    if forced != "bpftrace" and os.environ.get("KPEMU_IN_GUEST") == "1" and scaled(1.0) > 1.0:
+        return ("bpftrace not used in a software-emulated guest, where it takes about a minute to start "
+                "(KPEMU_DROP_TRACE=bpftrace uses it anyway)")
     if shutil.which("bpftrace") is None:
         return "bpftrace is not installed (Debian package bpftrace; make setup installs it)"
     if not Path("/sys/kernel/btf/vmlinux").exists():

@@ -6,11 +6,42 @@ so the job executor can run it (in the guest too).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from kpemu.errors import ApplyError
 from kpemu.kernel.netfilter import RESTORE, SAVE
 from kpemu.kernel.netns import run_in
+
+PROC_SYS = Path("/proc/sys")
+_RESTORE: list[tuple[Path, str]] = []  # kernel-wide settings a fault changed: (path, value before), in order
+
+
+def _set_kernel_wide(key: str, value: str, kind: str) -> str:
+    """Set a kernel-wide sysctl (from the initial network namespace); only in a kpemu guest, which is
+    disposable: the host's kernel-wide settings are never changed. Restored by `restore_kernel_wide`."""
+    if os.environ.get("KPEMU_IN_GUEST") != "1":
+        raise ApplyError(f"fault {kind}: {key.replace('/', '.')} is kernel-wide; kpemu sets it only in its guest "
+                         "kernel, never on the host (run with --runtime vm)")
+    path = PROC_SYS / key
+    try:
+        old = path.read_text().strip()
+        path.write_text(value)
+    except OSError as e:
+        raise ApplyError(f"fault {kind}: {key.replace('/', '.')}={value} cannot be set: {e.strerror}") from None
+    _RESTORE.append((path, old))
+    return f"sysctl -w {key.replace('/', '.')}={value} (kernel-wide, was {old}; restored after the run)"
+
+
+def restore_kernel_wide() -> None:
+    """Put back every kernel-wide setting the faults changed, last change first."""
+    while _RESTORE:
+        path, old = _RESTORE.pop()
+        try:
+            path.write_text(old)
+        except OSError:
+            pass
 
 
 def rules_to_delete(save_text: str, chains: tuple[str, ...] | list[str], target: str) -> list[str]:
@@ -41,6 +72,8 @@ def apply_fault(step: dict[str, Any], backend: str = "nft") -> list[str]:
         text = "\n".join([f"*{table}", *("-D" + ln[2:] for ln in lines), "COMMIT"]) + "\n"
         _run(ns, [RESTORE[backend], "--noflush", "--wait"], kind, text)
         done += [f"iptables -t {table} -D{ln[2:]}" for ln in lines]
+    if step.get("kernel_wide"):
+        done.append(_set_kernel_wide(*step["kernel_wide"], kind))
     for other, argv, text in step.get("elsewhere") or []:
         _run(other, list(argv), kind, text)
         done.append(f"in {other}: {' '.join(argv)}" + (f" < {len(text.splitlines())} lines" if text else ""))

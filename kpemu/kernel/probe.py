@@ -71,6 +71,10 @@ _CNI = {
     "calico-ipip": ["ipip", "ipset:hash:ip"],
 }
 _MODE = {name: list(m.features) for name, m in MODES.items()}  # from the proxy-mode registry
+# Features a fault needs beyond its lab's (kpemu.plan.faults): conntrack-full sets the kernel-wide
+# nf_conntrack_max, which kpemu does only in its disposable guest.
+FAULT_FEATURES = {"conntrack-full": ("conntrack:max",)}
+CONNTRACK_MAX = Path("/proc/sys/net/netfilter/nf_conntrack_max")
 # What a guest kernel must provide for every CNI x mode (the modules behind the kernel features).
 GUEST_FEATURES = ("ip_vs", "ipip", "dummy")
 
@@ -339,6 +343,7 @@ def probe(kvm: bool = True) -> Capabilities:
         path = find_tool(tool)
         caps.features[f"tool:{tool}"] = Feature(f"tool:{tool}", path is not None, f"which {tool}",
                                                 "" if path else "not on PATH")
+    caps.features["conntrack:max"] = _conntrack_max()
     if kvm:
         ok, how = kvm_usable()
         caps.features["kvm"] = Feature("kvm", ok, "start qemu with accel=kvm", "" if ok else how)
@@ -366,6 +371,17 @@ def probe(kvm: bool = True) -> Capabilities:
         record.unlink(missing_ok=True)
     caps.seconds = time.monotonic() - t0
     return caps
+
+
+def _conntrack_max() -> Feature:
+    """Whether a lab's conntrack limit may be set: nf_conntrack_max is one kernel-wide value, writable only
+    in the initial network namespace, so only inside kpemu's guest (disposable), never on the host."""
+    how = "nf_conntrack_max writable from the initial namespace of a kpemu guest"
+    if os.environ.get("KPEMU_IN_GUEST") != "1":
+        return Feature("conntrack:max", False, how, "nf_conntrack_max is kernel-wide (writable only in the initial "
+                                                    "network namespace) and kpemu never changes the host's")
+    ok = os.access(CONNTRACK_MAX, os.W_OK)
+    return Feature("conntrack:max", ok, how, "" if ok else f"{CONNTRACK_MAX} is not writable (nf_conntrack loaded?)")
 
 
 def _kernel_feature_names() -> list[str]:

@@ -163,7 +163,8 @@ class Expectation(Strict):
         return "reply" if self.reply else "dropped"
 
 
-FaultKind = Literal["mtu-mismatch", "rp-filter", "no-masquerade", "no-br-netfilter", "stale-rules", "stale-conntrack"]
+FaultKind = Literal["mtu-mismatch", "rp-filter", "no-masquerade", "no-br-netfilter", "stale-rules", "stale-conntrack",
+                    "conntrack-full"]
 
 
 class Fault(Strict):
@@ -177,6 +178,7 @@ class Fault(Strict):
     mtu: int | None = Field(None, ge=576, le=9000)  # mtu-mismatch: the smaller MTU
     device: str = "eth0"  # mtu-mismatch: the node interface that gets it
     source: str | None = None  # rp-filter: the client prefix whose return route is sent astray (CIDR)
+    limit: int | None = Field(None, ge=1, le=1024)  # conntrack-full: nf_conntrack_max (entries per namespace)
 
 
 class ScenarioSpec(Strict):
@@ -468,11 +470,12 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
 
 
 _FAULT_NEEDS = {"mtu-mismatch": ("node", "mtu"), "rp-filter": ("node", "source"), "no-masquerade": ("node",),
-                "no-br-netfilter": ("node",), "stale-rules": ("pod",), "stale-conntrack": ("pod", "after")}
+                "no-br-netfilter": ("node",), "stale-rules": ("pod",), "stale-conntrack": ("pod", "after"),
+                "conntrack-full": ("node", "limit")}
 
 
 _FAULT_EXAMPLE = {"node": "node: node2", "mtu": "mtu: 1400", "source": "source: 10.242.72.0/24", "pod": "pod: web-1",
-                  "after": "after: <the flow that opens the connection>"}
+                  "after": "after: <the flow that opens the connection>", "limit": "limit: 4"}
 
 
 def check_faults(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]:

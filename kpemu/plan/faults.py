@@ -14,6 +14,7 @@ from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
 from kpemu.proxy.modes import mode_of, restore_step
 
+CONNTRACK_MAX = "net/netfilter/nf_conntrack_max"
 # the nat chains whose MASQUERADE rules no-masquerade removes: kube-proxy's, flannel's, calico's
 MASQUERADE_CHAINS = ("KUBE-POSTROUTING", "FLANNEL-POSTRTG", "cali-nat-outgoing")
 # the device a node's pods hang off, per CNI: where a route "sent astray" points
@@ -34,6 +35,8 @@ class FaultStep:
     after: str | None = None  # the flow after which it is applied (None: before the first flow)
     elsewhere: tuple[tuple[str, tuple[str, ...], str | None], ...] = ()  # (netns, argv, stdin) run afterwards
     rules_changed: tuple[str, ...] = ()  # nodes whose kube-proxy rules it re-synced
+    # (sysctl path, value) of a kernel-wide setting: set only in a disposable guest, restored after the run
+    kernel_wide: tuple[str, str] | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -51,6 +54,17 @@ def plan_fault(topo: Topology, f: Fault) -> FaultStep:
 def _plan_fault(topo: Topology, f: Fault) -> FaultStep:
     if f.kind == "stale-conntrack":
         return _stale_conntrack(topo, f)
+    if f.kind == "conntrack-full":
+        node = f.node or ""
+        return FaultStep(
+            f.kind, node, netns_name(topo.name, node), commands=(("conntrack", "-F"),),
+            kernel_wide=(CONNTRACK_MAX, str(f.limit)),
+            change=f"nf_conntrack_max set to {f.limit} (kernel-wide, so in the guest kernel only) and {node}'s "
+                   f"conntrack table emptied: {node} keeps at most {f.limit} connections",
+            symptom=f"once {node} tracks {f.limit} connections that conntrack may not evict (assured ones: answered "
+                    "TCP, closed ones in TIME_WAIT too), the first packet of every new connection through it is "
+                    "dropped in the netfilter hook (NETFILTER_DROP in nf_hook_slow, no rule involved; the kernel "
+                    "logs `nf_conntrack: table full, dropping packet`) and the client times out")
     if f.kind == "stale-rules":
         pod = next(p for p in topo.pods if p.name == f.pod)
         return FaultStep(

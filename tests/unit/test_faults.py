@@ -186,3 +186,43 @@ def test_udp_connections_from_a_fixed_source_port_all_use_it() -> None:
     finally:
         servers.close()
     assert [(c["sport"], c["outcome"], c["backend"]) for c in got] == [(free, "reply", "echo")] * 3
+
+
+def test_conntrack_full_sets_the_kernel_wide_limit_only_in_the_guest_and_puts_it_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kpemu.errors import ApplyError
+    from kpemu.kernel import faults
+
+    step = plan_fault(_topo(), Fault(kind="conntrack-full", node="node1", limit=4))
+    assert (step.netns, step.commands, step.kernel_wide) == ("kp-flannel-node1", (("conntrack", "-F"),),
+                                                             ("net/netfilter/nf_conntrack_max", "4"))
+    monkeypatch.delenv("KPEMU_IN_GUEST", raising=False)
+    with pytest.raises(ApplyError, match="kernel-wide; kpemu sets it only in its guest kernel, never on the host"):
+        faults._set_kernel_wide("net/netfilter/nf_conntrack_max", "4", "conntrack-full")
+    # in the guest: written, then restored (a stand-in /proc/sys: this test must not change the kernel)
+    monkeypatch.setenv("KPEMU_IN_GUEST", "1")
+    monkeypatch.setattr(faults, "PROC_SYS", tmp_path)
+    knob = tmp_path / "net" / "netfilter" / "nf_conntrack_max"
+    knob.parent.mkdir(parents=True)
+    knob.write_text("65536\n")
+    done = faults._set_kernel_wide("net/netfilter/nf_conntrack_max", "4", "conntrack-full")
+    assert done == "sysctl -w net.netfilter.nf_conntrack_max=4 (kernel-wide, was 65536; restored after the run)"
+    assert knob.read_text() == "4"
+    faults.restore_kernel_wide()
+    assert knob.read_text() == "65536" and not faults._RESTORE
+
+
+def test_a_fault_only_the_guest_may_apply_sends_the_scenario_to_the_guest() -> None:
+    from kpemu.kernel.probe import FAULT_FEATURES, Capabilities, Feature, _conntrack_max
+    from kpemu.runtime import choose_runtime
+
+    host = _conntrack_max()
+    assert not host.ok and "kpemu never changes the host's" in host.detail
+    caps = Capabilities(kernel="6.18", root=True, features={"conntrack:max": host})
+    caps.features.update({n: Feature(n, True, "test") for n in
+                          ("veth", "bridge", "iptables", "conntrack", "match:comment", "match:addrtype", "tool:ip",
+                           "tool:iptables", "tool:tcpdump", "tool:conntrack", "vxlan", "br_netfilter",
+                           "match:statistic")})
+    assert choose_runtime("auto", [("flannel-vxlan", "iptables")], caps)[0] == "host"
+    runtime, why = choose_runtime("auto", [("flannel-vxlan", "iptables")], caps, FAULT_FEATURES["conntrack-full"])
+    assert runtime == "vm" and why == "this kernel (6.18) lacks what is needed: a fault needs conntrack:max"

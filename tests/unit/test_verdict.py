@@ -183,6 +183,8 @@ def test_died_contradicting_a_reply_and_an_unknown_fault_kind_are_refused(tmp_pa
         load_scenario(_scenario(tmp_path, "  - {kind: rp-filter, node: node1, source: 10.0.0.0/8}\n",
                                 "  - {flow: a, reply: true, died: {at: node2}}\n"))
     with pytest.raises(InputError, match=r"faults\[0\]\.kind"):
+        load_scenario(_scenario(tmp_path, "  - {kind: conntrack-empty, node: node1}\n", "  - {flow: a}\n"))
+    with pytest.raises(InputError, match=r"faults\[0\]\.limit: fault conntrack-full needs limit: \(e\.g\. limit: 4\)"):
         load_scenario(_scenario(tmp_path, "  - {kind: conntrack-full, node: node1}\n", "  - {flow: a}\n"))
 
 
@@ -220,6 +222,8 @@ protocol=2048 location=nft_do_chain+0x2a/0x500 reason: NETFILTER_DROP
 protocol=2048 location=tcp_v4_rcv+0x8e/0xf60 reason: NO_SOCKET
           <idle>-0       [001] ..s2. 10990.200000: kfree_skb: skbaddr=00000000c4 protocol=2048 \
 location=0xffffffffa1b2c3d4 reason: NO_SOCKET
+          <idle>-0       [001] ..s2. 10990.300000: kfree_skb: skbaddr=00000000c5 protocol=2048 \
+location=00000000d2854c3b reason: NETFILTER_DROP
 """
 
 
@@ -231,7 +235,8 @@ def test_the_tracefs_reader_text_becomes_drops_without_a_packet_and_keeps_why() 
                                  "TDROP 10988744605000 NOT_SPECIFIED ip_rcv_finish_core",
                                  "TDROP 10989100000000 NO_SOCKET tcp_v4_rcv",
                                  "TDROP 10989250000000 NETFILTER_DROP nft_do_chain",
-                                 "TDROP 10990100000000 NO_SOCKET tcp_v4_rcv", "TDROP 10990200000000 NO_SOCKET ?"]
+                                 "TDROP 10990100000000 NO_SOCKET tcp_v4_rcv", "TDROP 10990200000000 NO_SOCKET ?",
+                                 "TDROP 10990300000000 NETFILTER_DROP ?"]
     assert window(text, 10989_000_000_000, 10989_300_000_000).splitlines() == [
         "NOTE bpftrace is not installed", "TDROP 10989100000000 NO_SOCKET tcp_v4_rcv",
         "TDROP 10989250000000 NETFILTER_DROP nft_do_chain"]

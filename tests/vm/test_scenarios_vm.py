@@ -78,3 +78,16 @@ def test_hairpin_ipvs(runtime: str, tmp_path: Path) -> None:
     assert f["backends"] == ["coredns-0"]
     srcs = {h["src"] for h in sightings(f, "coredns-0/eth0")}
     assert {"192.168.97.5", "192.168.97.1"} <= srcs  # out as itself, back in masqueraded
+
+
+def test_conntrack_full_drops_the_new_connection_in_the_netfilter_hook(runtime: str, tmp_path: Path) -> None:
+    data = run_scenario("faults/conntrack-full", tmp_path)
+    assert data["runtime"] == "vm"  # nf_conntrack_max is set only in the guest, whatever this kernel has
+    fill, more = data["flows"]
+    assert [c["outcome"] for c in fill["connections"]] == ["reply"] * 4
+    v = more["verdict"]  # by tuple (bpftrace) under KVM; by time window in a software-emulated guest
+    assert (v["at"], v["reason"], v["action"]) == ("node1", "NETFILTER_DROP", "KERNEL-DROP"), v
+    assert v["function"] in ("nf_hook_slow", "?") and v["evidence"].startswith("kfree_skb by ")
+    assert "conntrack itself did" in v["text"] and more["drops"]["available"]
+    assert next(c for c in data["checks"] if c["what"] == "died")["ok"]
+    assert "kernel-wide, was " in data["faults"][0]["done"][-1]
