@@ -2,7 +2,8 @@
 own namespaces, and the symptom it produces, for kernel/faults.py to apply and the report to show.
 
 Every change stays inside the lab's namespaces (a node's or a pod's): a sysctl, an MTU, a route,
-an address released, kube-proxy rules deleted or re-synced. Nothing touches the root namespace.
+an address released, kube-proxy rules deleted or re-synced. Nothing touches the root namespace; the
+one kernel-wide setting (conntrack-full's nf_conntrack_max) is applied only in kpemu's guest.
 """
 
 from __future__ import annotations
@@ -117,10 +118,13 @@ def replaced_endpoint(topo: Topology, gone: str, new: str | None) -> Topology:
     old = next(p for p in topo.pods if p.name == gone)
     pods = [p.model_copy(update={"ready": True}) if p.name == new else p for p in topo.pods if p.name != gone]
     new_ip = next((p.ip for p in pods if p.name == new), None)
-    services = [s.model_copy(update={"endpoints": [e for e in (e if e.ip != old.ip or new_ip is None else
-                                                                e.model_copy(update={"ip": new_ip}) for e in
-                                                                s.endpoints) if e.ip != old.ip]})
-                if s.endpoints else s for s in topo.services]
+    services = []
+    for svc in topo.services:  # a Service with explicit endpoints: the old address replaced (or dropped)
+        if svc.endpoints:
+            eps = [e.model_copy(update={"ip": new_ip}) if e.ip == old.ip else e for e in svc.endpoints
+                   if e.ip != old.ip or new_ip is not None]
+            svc = svc.model_copy(update={"endpoints": eps})
+        services.append(svc)
     return topo.model_copy(update={"pods": pods, "services": services})
 
 
@@ -161,10 +165,12 @@ def resync_text(old: str, new: str) -> str:
 def _stale_conntrack(topo: Topology, f: Fault) -> FaultStep:
     pod = next(p for p in topo.pods if p.name == f.pod)
     after = replaced_endpoint(topo, pod.name, f.replacement)
-    texts = mode_of(topo).texts
-    steps = [restore_step("", netns_name(topo.name, n.name), resync_text(texts(topo, n.name)["iptables-restore"],
-                                                                          texts(after, n.name)["iptables-restore"]),
-                          topo.kubeProxy.backend) for n in topo.nodes]
+    def restore(topology: Topology, node: str) -> str:
+        return mode_of(topology).texts(topology, node)["iptables-restore"]
+
+    steps = [restore_step(f"{n.name}: kube-proxy's re-sync", netns_name(topo.name, n.name),
+                          resync_text(restore(topo, n.name), restore(after, n.name)), topo.kubeProxy.backend)
+             for n in topo.nodes]
     node_ns = netns_name(topo.name, pod.node)
     new = f" and {f.replacement} became ready in its place" if f.replacement else ""
     return FaultStep(
