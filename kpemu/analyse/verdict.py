@@ -179,8 +179,8 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
             nf, joined = next((ev for ev in timed if ev.reason == "NETFILTER_DROP"), None), "time window"
         if nf is not None:
             v.reason, v.function, v.joined = nf.reason, nf.function, joined
-            v.text += f"; the kernel confirms: {nf.reason} in {nf.function}" + (
-                " (joined by time window)" if joined != "tuple" else "")
+            v.text += f"; the kernel confirms: {nf.reason}" + (f" in {nf.function}" if nf.function != "?" else "") \
+                + (" (joined by time window)" if joined != "tuple" else "")
         return v
     icmp = _icmp_reply(cl)
     if timed and not kernel:

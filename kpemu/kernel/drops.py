@@ -17,12 +17,13 @@ before the lab is deployed, and the analysis keeps only the events inside each f
 The BPF program is detached when bpftrace exits: no tracing state is left behind, nothing in the
 root namespace is changed.
 
-Without bpftrace (not installed, no BTF, a software-emulated guest, or KPEMU_DROP_TRACE=tracefs) the reasons are
-read from tracefs itself: a tracing instance of its own (instances/kpemu-<pid>, so no global
-tracing setting changes) with only `skb:kfree_skb` enabled, IPv4 only, on the monotonic clock.
-Those events carry the reason, the function and the time, but neither the packet nor its
-namespace: the analysis joins them to a connection by time window (`TDROP` lines), and says so.
-The instance is removed when the reader stops (and a dead reader's instance by the next one).
+Without bpftrace (not installed, no BTF, bpftrace failing to attach, a software-emulated guest, or
+KPEMU_DROP_TRACE=tracefs) the reasons are read from tracefs itself: a tracing instance of its own
+(instances/kpemu-<pid>, so no global tracing setting changes) with only `skb:kfree_skb` enabled,
+IPv4 only, on the monotonic clock. Those events carry the reason, the function (on kernels that
+print it) and the time, but neither the packet nor its namespace: the analysis joins them to a
+connection by time window and protocol (`TDROP` lines), and says so. The instance is removed when
+the reader stops (and a dead reader's instance by the next one).
 """
 
 from __future__ import annotations
