@@ -268,3 +268,13 @@ def test_a_drop_read_without_its_packet_is_joined_by_time_window_and_protocol_an
     # outside the connection's window nothing is joined
     cl.window = (10991_000_000_000, 10992_000_000_000)
     assert connection_verdict(cl, [], events, MEMBERS, NETNS).action == "UNKNOWN"
+
+
+def test_a_rule_verdict_is_confirmed_by_a_netfilter_drop_in_its_time_window() -> None:
+    cl = dropped_syn()
+    cl.window = (100, 200)
+    pkts = packets_for(cl.hops, parse_trace((DATA / "etp_local_no_endpoint_node2.txt").read_text(), "node2"))
+    v = connection_verdict(cl, pkts, parse_drops("NOTE no bpftrace\nTDROP 150 NETFILTER_DROP ?\n"), MEMBERS, NETNS)
+    assert (v.action, v.chain, v.reason, v.joined) == ("DROP", "KUBE-EXTERNAL-SERVICES", "NETFILTER_DROP",
+                                                       "time window")
+    assert v.text.endswith("; the kernel confirms: NETFILTER_DROP (joined by time window)")
