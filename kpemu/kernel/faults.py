@@ -62,6 +62,8 @@ def apply_fault(step: dict[str, Any], backend: str = "nft") -> list[str]:
     """Apply one fault; returns what was done, command by command (for the run's record)."""
     ns, kind = step["netns"], step["kind"]
     done: list[str] = []
+    if step.get("kernel_wide"):  # first: on the host it is refused before anything else changes
+        done.append(_set_kernel_wide(*step["kernel_wide"], kind))
     for argv in step.get("commands") or []:
         _run(ns, list(argv), kind)
         done.append(" ".join(argv))
@@ -73,8 +75,6 @@ def apply_fault(step: dict[str, Any], backend: str = "nft") -> list[str]:
         text = "\n".join([f"*{table}", *("-D" + ln[2:] for ln in lines), "COMMIT"]) + "\n"
         _run(ns, [RESTORE[backend], "--noflush", "--wait"], kind, text)
         done += [f"iptables -t {table} -D{ln[2:]}" for ln in lines]
-    if step.get("kernel_wide"):
-        done.append(_set_kernel_wide(*step["kernel_wide"], kind))
     for other, argv, text in step.get("elsewhere") or []:
         _run(other, list(argv), kind, text)
         done.append(f"in {other}: {' '.join(argv)}" + (f" < {len(text.splitlines())} lines" if text else ""))

@@ -90,4 +90,4 @@ def test_conntrack_full_drops_the_new_connection_in_the_netfilter_hook(runtime: 
     assert v["function"] in ("nf_hook_slow", "?") and v["evidence"].startswith("kfree_skb by ")
     assert "conntrack itself did" in v["text"] and more["drops"]["available"]
     assert next(c for c in data["checks"] if c["what"] == "died")["ok"]
-    assert "kernel-wide, was " in data["faults"][0]["done"][-1]
+    assert data["faults"][0]["done"][0].startswith("sysctl -w net.netfilter.nf_conntrack_max=4 (kernel-wide, was ")
