@@ -144,15 +144,17 @@ _OTHER_PROTO = {"tcp": ("udp", "__udp"), "udp": ("tcp",)}
 
 def by_time(events: Iterable[DropEvent], start_ns: int, end_ns: int, proto: str) -> list[DropEvent]:
     """Drops without a packet (TDROP) inside [start, end] that can belong to a `proto` connection, the
-    likeliest first: a specific reason before NOT_SPECIFIED, then the reason and function seen most often
-    (a connection's retransmissions die the same way; another packet's drop rarely repeats), then the earliest."""
+    likeliest first: a specific reason before NOT_SPECIFIED, then one in `proto`'s own code (tcp_v4_rcv for
+    TCP), then the reason and function seen most often (a connection's retransmissions die the same way;
+    another packet's drop rarely repeats), then the earliest."""
     skip = _OTHER_PROTO.get(proto, ())
     inside = [e for e in events if e.netns_inode == 0 and start_ns <= e.t_ns <= end_ns
               and not e.function.startswith(skip)]
     seen: dict[tuple[str, str], int] = {}
     for e in inside:
         seen[(e.reason, e.function)] = seen.get((e.reason, e.function), 0) + 1
-    return sorted(inside, key=lambda e: (e.reason == "NOT_SPECIFIED", -seen[(e.reason, e.function)], e.t_ns))
+    return sorted(inside, key=lambda e: (e.reason == "NOT_SPECIFIED", proto not in e.function,
+                                         -seen[(e.reason, e.function)], e.t_ns))
 
 
 def meaning(reason: str, function: str) -> str:

@@ -253,6 +253,10 @@ def test_a_drop_read_without_its_packet_is_joined_by_time_window_and_protocol_an
     assert [(e.reason, e.function) for e in by_time(events, 10988_000_000_000, 10991_000_000_000, "tcp")][:3] == [
         ("NO_SOCKET", "tcp_v4_rcv"), ("NO_SOCKET", "tcp_v4_rcv"), ("NETFILTER_DROP", "nft_do_chain")]
     assert by_time(events, 10988_000_000_000, 10991_000_000_000, "udp")[0].reason == "NETFILTER_DROP"
+    # another packet's drops, however many, rank below one in the connection's own transport code
+    noise = parse_drops("TDROP 1 QDISC_DROP __dev_queue_xmit\nTDROP 2 QDISC_DROP __dev_queue_xmit\n"
+                        "TDROP 3 NO_SOCKET tcp_v4_rcv\nTDROP 4 QDISC_DROP __dev_queue_xmit\n")
+    assert [e.t_ns for e in by_time(noise, 0, 10, "tcp")] == [3, 1, 2, 4]
     cl = dropped_syn()
     cl.outcome = "no-reply"
     cl.reply = [hop("client/eth0", "external", None, "10.244.1.5", 80, "10.242.72.50", 41891, "reply", 7, t=3)]
