@@ -155,9 +155,30 @@ def _follow(seed: Pkt, packets: Iterable[Pkt], points: Mapping[str, PointInfo], 
             continue
         seen.add(ident)
         hops.append(Hop(points[p.point], direction, p))
-    hops.sort(key=lambda h: (h.pkt.ts_ns, h.pkt.index))
+    hops = _in_path_order(hops)
     _annotate(hops, direction)
     return hops
+
+
+def _changes(a: Pkt, b: Pkt) -> int:
+    return ((a.src, a.sport) != (b.src, b.sport)) + ((a.dst, a.dport) != (b.dst, b.dport)) + (a.outer != b.outer)
+
+
+def _in_path_order(hops: list[Hop]) -> list[Hop]:
+    """Hops by capture time. Sightings of one packet inside one node often carry the same timestamp (the
+    kernel stamps it once, on receive): within such a tie the next hop is the one that changed least from
+    the hop before (NAT and encapsulation happen once on the way), so a veth never comes after the bridge
+    that saw the packet already DNATed."""
+    timed = sorted(hops, key=lambda h: (h.pkt.ts_ns, h.pkt.index))
+    out: list[Hop] = []
+    while timed:
+        tie = [h for h in timed if h.pkt.ts_ns == timed[0].pkt.ts_ns]
+        while tie:
+            nxt = min(tie, key=lambda h: _changes(out[-1].pkt, h.pkt)) if out else tie[0]
+            tie.remove(nxt)
+            timed.remove(nxt)
+            out.append(nxt)
+    return out
 
 
 def _where(prev: Hop, cur: Hop) -> str | None:

@@ -149,3 +149,22 @@ def test_conntrack_and_ipvs_entries_attach(tmp_path: Path) -> None:
     c = fl.connections[0]
     assert [e["original"]["sport"] for e in c.conntrack] == [40000]
     assert [e["destination"] for e in c.ipvs] == [f"{POD}:80"]
+
+
+def test_sightings_with_one_timestamp_are_ordered_along_the_path(tmp_path: Path) -> None:
+    # the node stamps the SYN once as its veth receives it: the bridge (after DNAT) and the tunnel carry the
+    # same time; the bridge's capture file lists it first
+    files = {"client-0/eth0": [syn(CLIENT, 40000, "10.96.0.10", 80, 1.000)],
+             "node1/cni0": [syn(CLIENT, 40000, POD, 80, 1.002)],
+             "node1/veth0": [syn(CLIENT, 40000, "10.96.0.10", 80, 1.002)],
+             "node1/flannel.1": [syn(CLIENT, 40000, POD, 80, 1.002)]}
+    packets = []
+    for point, pkts in files.items():
+        path = tmp_path / (point.replace("/", "_") + ".pcap")
+        wrpcap(str(path), pkts)
+        packets += read_pcap(path, point)
+    points = {p: info(p, "pod" if p.startswith("client") else "node", "node1") for p in files}
+    conn = {"index": 0, "marker": MARK, "sport": 40000, "outcome": "dropped"}
+    c = build_flow_ledger("f", "client-0", "10.96.0.10", 80, "TCP", [conn], packets, points).connections[0]
+    assert [h.point for h in c.request] == ["client-0/eth0", "node1/veth0", "node1/cni0", "node1/flannel.1"]
+    assert [ch.kind for h in c.request for ch in h.changed_by] == ["DNAT"]
