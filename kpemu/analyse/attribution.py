@@ -287,8 +287,9 @@ def attribute_connection(cl: ConnLedger, traces: Mapping[str, list[TracedPacket]
                     ch.by += said["DNAT"] + said["MARK"]
                     if not said["DNAT"]:
                         ip = _ipvs_phrase(cl.ipvs, node, schedulers)
-                        if ip:
-                            ch.by.append(ip)
+                        ct = _ct_phrase(cl.conntrack, node) if mine and not ip and not schedulers else None
+                        if ip or ct:  # traced there without a DNAT rule: the packet matched an older entry
+                            ch.by.append(ip or f"an existing entry, no nat rule consulted: {ct}")
                 elif ch.kind == "SNAT":
                     ch.by += said["SNAT"]
                 elif ch.kind in ("encap", "decap"):

@@ -282,3 +282,28 @@ def test_a_rule_verdict_is_confirmed_by_a_netfilter_drop_in_its_time_window() ->
     assert (v.action, v.chain, v.reason, v.joined) == ("DROP", "KUBE-EXTERNAL-SERVICES", "NETFILTER_DROP",
                                                        "time window")
     assert v.text.endswith("; the kernel confirms: NETFILTER_DROP (joined by time window)")
+
+
+def test_a_dnat_no_traced_rule_made_is_put_on_the_conntrack_entry_the_packet_matched() -> None:
+    from kpemu.analyse.attribution import Event, TracedPacket, Visit, attribute_connection
+    from kpemu.analyse.kstate import parse_conntrack
+    from kpemu.analyse.ledger import Change
+
+    line = ("udp      17 24 src=10.244.0.3 dst=10.96.0.10 sport=40053 dport=53 src=10.244.1.5 dst=10.244.0.3 "
+            "sport=53 dport=40053 mark=0 use=1")
+    cl = ConnLedger(0, "kpemu:f:000", 40053, "unreachable", None)
+    cl.request = [hop("client-0/eth0", "pod", "node1", "10.244.0.3", 40053, "10.96.0.10", 53, proto="udp"),
+                  hop("node1/cni0", "node", "node1", "10.244.0.3", 40053, "10.244.1.5", 53, proto="udp", t=1)]
+    cl.request[1].changed_by.append(Change("DNAT", "dst", "10.96.0.10:53", "10.244.1.5:53", "node1"))
+    cl.conntrack = [{"node": "node1", **e} for e in parse_conntrack(line)]
+    header = {"id": 22522, "proto": "udp", "src": "10.244.0.3", "dst": "10.96.0.10", "sport": 40053, "dport": 53}
+    raw_only = TracedPacket("node1", "1", [Visit("1", header, [Event("raw", "PREROUTING", "policy", "ACCEPT", None,
+                                                                      "")])])
+    attribute_connection(cl, {"node1": [raw_only]})
+    assert cl.request[1].changed_by[0].by == [
+        "an existing entry, no nat rule consulted: conntrack udp 10.244.0.3:40053 -> 10.96.0.10:53 reply "
+        "10.244.1.5:53 -> 10.244.0.3:40053"]
+    # not traced on that node: nothing is claimed
+    cl.request[1].changed_by[0].by = []
+    attribute_connection(cl, {})
+    assert cl.request[1].changed_by[0].by == []
