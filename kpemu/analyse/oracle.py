@@ -157,7 +157,7 @@ class IpvsModel:
     """IPVS-mode extras: ipset members by set name (with types) and virtual servers."""
 
     sets: Mapping[str, tuple[str, tuple[str, ...]]]  # name -> (type, members)
-    virtual_servers: tuple = ()  # kpemu.proxy.ipvsadm_text.VirtualServer
+    virtual_servers: tuple = ()  # kpemu.proxy.ipvs.ipvsadm_text.VirtualServer
 
 
 def _is_kube(s: Step) -> bool:

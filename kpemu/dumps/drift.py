@@ -231,7 +231,7 @@ def compare_ipsets(drift: Drift, expected: dict[str, tuple[str, tuple[str, ...]]
 
 def compare_virtual_servers(drift: Drift, expected: tuple, dump: list, index: dict[tuple[str, int, str], str]) -> None:
     """IPVS virtual servers and their real servers against `ipvsadm -Sn`."""
-    from kpemu.proxy.ipvsadm_text import service_line
+    from kpemu.proxy.ipvs.ipvsadm_text import service_line
 
     def key_of(vs: Any) -> str:
         proto = vs.protocol.lower()

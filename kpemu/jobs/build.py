@@ -20,7 +20,8 @@ from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
 from kpemu.plan.faults import plan_faults
 from kpemu.plan.types import Plan
-from kpemu.proxy.modes import mode_of, restore_step
+from kpemu.proxy.modes import mode_of
+from kpemu.proxy.proxymode import restore_step
 
 JOB_VERSION = 1
 

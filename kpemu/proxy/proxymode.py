@@ -1,0 +1,52 @@
+"""What a kube-proxy mode is to the rest of kpemu (`ProxyMode`), and the step helpers its packages share.
+
+Each mode package (kpemu.proxy.iptables, .ipvs, .nftables) builds its own `MODE`; the registry
+(kpemu.proxy.modes) lists them. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kpemu.model.topology import Topology
+from kpemu.plan.batch import Step
+from kpemu.proxy.rules import RuleSet
+from kpemu.proxy.save import save_text
+
+Texts = Callable[[Topology, str], dict[str, str]]
+# (topology, node, its namespace, the kernel's (major, minor)) -> the steps, and one read-back
+# expectation per kind the kernel is asked back for: {"node", "kind", "expected", ...} (kpemu.jobs.verify)
+Steps = Callable[[Topology, str, str, tuple[int, int]], tuple[list[Step], list[dict]]]
+RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
+
+
+@dataclass(frozen=True)
+class ProxyMode:
+    """What one kube-proxy mode generates, how it is applied, traced and modelled."""
+
+    name: str
+    first_minor: int  # oldest kube-proxy release (1.<minor>) kpemu models the mode for
+    last_minor: int | None  # newest one, None: every modelled release
+    formats: tuple[str, ...]  # `kpemu rules --format` values that carry this mode's state
+    texts: Texts  # node -> {format: text}; formats not in `formats` say the mode has none
+    steps: Steps  # how a node is programmed, and what it must read back as
+    saved: tuple[str, ...]  # what is read back from each node (kpemu.capture.snapshot.RULE_KINDS)
+    trace: str  # how hops are explained: "iptables-trace" (xtables-monitor) or "nft-monitor"
+    oracle: str  # what the offline oracle walks: "iptables", "ipvs" or "nftables"
+    features: tuple[str, ...]  # kernel.probe feature names the mode needs
+
+    def accepts(self, minor: int) -> bool:
+        """Whether kpemu models this mode for release 1.<minor>."""
+        return minor >= self.first_minor and (self.last_minor is None or minor <= self.last_minor)
+
+
+def restore_step(what: str, ns: str, text: str, backend: str) -> Step:
+    """One `iptables-{nft,legacy}-restore --noflush` of `text` (all its tables) in `ns`."""
+    return Step("run", what, ns, (RESTORE[backend], "--noflush", "--wait"), text)
+
+
+def iptables_readback(node: str, rs: RuleSet, backend: str) -> dict:
+    """What `iptables-save` must print for kube-proxy's chains of `rs` on `node` (kpemu.jobs.verify)."""
+    return {"node": node, "kind": "iptables", "expected": save_text(rs, backend),
+            "chains": {name: sorted(c.name for c in t.user_chains) for name, t in rs.tables.items()}}
