@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from kpemu.errors import ApplyError
-from kpemu.kernel.netfilter import RESTORE, SAVE
 from kpemu.kernel.netns import run_in
+from kpemu.proxy.xtables import RESTORE, SAVE
 
 
 def rules_to_delete(save_text: str, chains: tuple[str, ...] | list[str], target: str) -> list[str]:

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpemu.errors import ApplyError
-from kpemu.kernel.netfilter import RESTORE
 from kpemu.kernel.netns import popen_in, run_in
 from kpemu.pace import scaled
+from kpemu.proxy.xtables import RESTORE
 
 NETLINK_NETFILTER = 12
 NFNLGRP_NFTRACE_BIT = 1 << (9 - 1)  # groups bitmask in /proc/net/netlink

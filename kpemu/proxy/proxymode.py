@@ -13,12 +13,12 @@ from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step
 from kpemu.proxy.rules import RuleSet
 from kpemu.proxy.save import save_text
+from kpemu.proxy.xtables import RESTORE
 
 Texts = Callable[[Topology, str], dict[str, str]]
 # (topology, node, its namespace, the kernel's (major, minor)) -> the steps, and one read-back
 # expectation per kind the kernel is asked back for: {"node", "kind", "expected", ...} (kpemu.jobs.verify)
 Steps = Callable[[Topology, str, str, tuple[int, int]], tuple[list[Step], list[dict]]]
-RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
 
 
 @dataclass(frozen=True)
