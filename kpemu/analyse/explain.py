@@ -269,6 +269,7 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
         ex.reason = "tracing was off (--no-trace)"
     _counter_masquerade(ex, fl)
     cache: dict[tuple[str, Packet], Prediction] = {}
+    ipvs = mode_of(topo).has_ipvs
     rep = fl.representative
     _verdicts(topo, fl, atts, data, ex, services)
     for cl in fl.connections:
@@ -297,8 +298,8 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
             if key not in cache:
                 cache[key] = predict_for_topology(topo, p.node, pkt)
             pred = cache[key]
-            dnat = kernel_dnat(p) or (_ipvs_dnat(cl, p.node) if topo.kubeProxy.mode == "ipvs" else None)
-            if topo.kubeProxy.mode == "ipvs" and "POSTROUTING" not in hooks_only(p):
+            dnat = kernel_dnat(p) or (_ipvs_dnat(cl, p.node) if ipvs else None)
+            if ipvs and "POSTROUTING" not in hooks_only(p):
                 pred = _until_postrouting(pred)  # IPVS sends the packet on untraced (see below)
             for d in compare_paths(pred, kernel_kube_path(p), dnat):
                 text = f"connection {cl.index}: {d.describe()}"
@@ -329,7 +330,7 @@ def _verdicts(topo: Topology, fl: FlowLedger, atts: Mapping[int, ConnAttribution
                       key=lambda p: order.index(p.node) if p.node in order else len(order))
         for h in cl.hops:
             netns.setdefault(h.info.member, h.info.netns)
-        v = connection_verdict(cl, pkts, events, members, netns, topo.kubeProxy.mode, services, unavailable)
+        v = connection_verdict(cl, pkts, events, members, netns, mode_of(topo).has_ipvs, services, unavailable)
         if v is not None:
             ex.verdicts[cl.index] = v
 

@@ -94,6 +94,7 @@ def cmd_check_node(args: argparse.Namespace) -> int:
     from kpemu.dumps.drift import check_node, drift_json, render_drift
     from kpemu.dumps.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm, read_text
     from kpemu.model import load_topology
+    from kpemu.proxy.modes import mode_of
 
     _no_nft(args)
     topo = load_topology(args.topology)
@@ -101,7 +102,7 @@ def cmd_check_node(args: argparse.Namespace) -> int:
     if not (args.iptables_save or args.ipvs or args.ipset):
         raise InputError("kpemu check-node: give the node's dumps to check: --iptables-save FILE "
                          "(iptables-save), --ipvs FILE (ipvsadm -Sn), --ipset FILE (ipset save)")
-    if (args.ipvs or args.ipset) and topo.kubeProxy.mode != "ipvs":
+    if (args.ipvs or args.ipset) and not mode_of(topo).has_ipvs:
         raise InputError(f"kpemu check-node: --ipvs/--ipset need kube-proxy in IPVS mode; topology {args.topology} "
                          f"has kubeProxy.mode {topo.kubeProxy.mode}")
     compared = [f"{f} ({what})" for f, what in ((args.iptables_save, "iptables-save"), (args.ipvs, "ipvsadm -Sn"),

@@ -60,10 +60,11 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 def _deprecation_notice(topo: Topology) -> None:
     """What kube-proxy itself logs at startup for a deprecated mode (on stderr, not in the rules)."""
-    from kpemu.proxy.versions import IPVS_DEPRECATION, flavour_for
+    from kpemu.proxy.modes import mode_of
 
-    if topo.kubeProxy.mode == "ipvs" and flavour_for(topo.kubeProxy).ipvs_deprecated:
-        print(f"kube-proxy {topo.kubeProxy.version} logs at startup: {IPVS_DEPRECATION}", file=sys.stderr)
+    notice = mode_of(topo).notice(topo.kubeProxy)
+    if notice:
+        print(f"kube-proxy {topo.kubeProxy.version} logs at startup: {notice}", file=sys.stderr)
 
 
 def cmd_graph(args: argparse.Namespace) -> int:

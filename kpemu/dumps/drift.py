@@ -263,10 +263,12 @@ def check_node(topo: Any, node: str, iptables_save: RuleSet | None = None,
                ipvs: list | None = None, ipsets: dict[str, tuple[str, tuple[str, ...]]] | None = None,
                compared: list[str] | None = None) -> Drift:
     """Compare the given dumps of `node` with what kube-proxy would program from `topo`."""
+    from kpemu.proxy.modes import mode_of
+
     kp = topo.kubeProxy
     drift = Drift(node, f"kube-proxy {kp.version} {kp.mode} mode", compared or [], {s.key for s in topo.services})
     index = _service_index(topo)
-    if kp.mode == "ipvs":
+    if mode_of(topo).has_ipvs:
         from kpemu.proxy.ipvs import ipvs_rules
         from kpemu.proxy.save import ruleset_from_restore
 

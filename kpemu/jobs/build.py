@@ -52,10 +52,11 @@ def namespaces_json(plan: Plan) -> list[dict[str, Any]]:
 def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str = "") -> dict[str, Any]:
     """A job that only builds the lab (`kpemu deploy`)."""
     steps, expected = lab_steps(topo, plan, kernel)
+    mode = mode_of(topo)
     return {"version": JOB_VERSION, "kind": "deploy", "lab": topo.name, "source": source, "prefix": PREFIX,
             "namespaces": namespaces_json(plan), "steps": [s.to_json() for s in steps], "readback": expected,
-            "backend": topo.kubeProxy.backend, "ipvs": topo.kubeProxy.mode == "ipvs",
-            "rule_kinds": list(mode_of(topo).saved), "trace_kind": mode_of(topo).trace,
+            "backend": topo.kubeProxy.backend, "ipvs": mode.has_ipvs,
+            "rule_kinds": list(mode.saved), "trace_kind": mode.trace,
             "containers": {m: {"ns": plan.netns(m), "image": c.image, "command": c.command, "env": dict(c.env)}
                            for m, c in sorted(topo.containers().items())},
             "nodes": {n.name: plan.netns(n.name) for n in topo.nodes}}

@@ -20,6 +20,7 @@ from kpemu.errors import InputError, Problem
 from kpemu.k8s.fields import not_modelled
 from kpemu.k8s.objects import K8sObject, is_kubernetes
 from kpemu.k8s.service import Allocator, ServiceIn, ipv4, read_service
+from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR
 
 CNIS = ("flannel-vxlan", "calico-ipip")
@@ -100,7 +101,7 @@ class _Import:
             self.notes.append("KubeProxyConfiguration nodePortAddresses 'primary': each node's InternalIP")
         out["nodePortAddresses"] = npa
         scheduler = (d.get("ipvs") or {}).get("scheduler")
-        if scheduler and mode == "ipvs":
+        if scheduler and mode in MODE_FACTS and MODE_FACTS[mode].scheduler:
             out["scheduler"] = scheduler
         return out
 

@@ -7,12 +7,11 @@ import re
 from collections.abc import Callable, Iterable
 
 from kpemu.errors import Problem
+from kpemu.model.modes import MODE_FACTS
 from kpemu.model.names import NETNS_NAME_MAX, netns_name
 from kpemu.model.topology import (
     NEWEST_MINOR,
-    NEWEST_NFT_MINOR,
     OLDEST_MINOR,
-    OLDEST_NFT_MINOR,
     Container,
     Pod,
     Service,
@@ -209,14 +208,12 @@ def _check_kube_proxy(topo: Topology, bad: Report) -> None:
     if not OLDEST_MINOR <= kp.minor <= NEWEST_MINOR:
         bad("kubeProxy.version", f"kube-proxy {kp.version} is not modelled; expected 1.{OLDEST_MINOR} to "
                                  f"1.{NEWEST_MINOR}")
-    if kp.mode == "ipvs" and kp.minor < 11:
-        bad("kubeProxy.mode", "IPVS mode is modelled from kube-proxy 1.11 (GA); raise kubeProxy.version")
-    if kp.mode == "nftables" and not OLDEST_NFT_MINOR <= kp.minor <= NEWEST_NFT_MINOR:
-        bad("kubeProxy.mode", f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} "
-                              f"to 1.{NEWEST_NFT_MINOR}, got {kp.version}: raise kubeProxy.version or use mode "
-                              "iptables")
-    if kp.scheduler != "rr" and kp.mode != "ipvs":
-        bad("kubeProxy.scheduler", "scheduler only applies to mode: ipvs")
+    facts = MODE_FACTS[kp.mode]
+    if OLDEST_MINOR <= kp.minor <= NEWEST_MINOR and not facts.accepts(kp.minor):
+        bad("kubeProxy.mode", facts.releases.format(version=kp.version))
+    if kp.scheduler != "rr" and not facts.scheduler:
+        bad("kubeProxy.scheduler", "scheduler only applies to mode: "
+            + " or ".join(f.name for f in MODE_FACTS.values() if f.scheduler))
 
 
 def _check_service(

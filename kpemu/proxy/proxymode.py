@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kpemu.model.topology import Topology
+from kpemu.model.modes import ModeFacts
+from kpemu.model.topology import KubeProxy, Topology
 from kpemu.plan.batch import Step
 from kpemu.proxy.rules import RuleSet
 from kpemu.proxy.save import save_text
@@ -21,13 +22,15 @@ Texts = Callable[[Topology, str], dict[str, str]]
 Steps = Callable[[Topology, str, str, tuple[int, int]], tuple[list[Step], list[dict]]]
 
 
+def _no_notice(kp: KubeProxy) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class ProxyMode:
     """What one kube-proxy mode generates, how it is applied, traced and modelled."""
 
-    name: str
-    first_minor: int  # oldest kube-proxy release (1.<minor>) kpemu models the mode for
-    last_minor: int | None  # newest one, None: every modelled release
+    facts: ModeFacts  # its name, the releases that have it, whether kubeProxy.scheduler applies
     formats: tuple[str, ...]  # `kpemu rules --format` values that carry this mode's state
     texts: Texts  # node -> {format: text}; formats not in `formats` say the mode has none
     steps: Steps  # how a node is programmed, and what it must read back as
@@ -35,10 +38,21 @@ class ProxyMode:
     trace: str  # how hops are explained: "iptables-trace" (xtables-monitor) or "nft-monitor"
     oracle: str  # what the offline oracle walks: "iptables", "ipvs" or "nftables"
     features: tuple[str, ...]  # kernel.probe feature names the mode needs
+    nfacct: bool = False  # its rules may name kube-proxy's nfacct counters (kubeProxy.nfacct applies)
+    notice: Callable[[KubeProxy], str | None] = _no_notice  # what kube-proxy logs at startup, e.g. a deprecation
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    @property
+    def has_ipvs(self) -> bool:
+        """Whether the mode balances with IPVS (virtual servers, kube-ipvs0; `ipvsadm -Sn` reads it back)."""
+        return "ipvs" in self.saved
 
     def accepts(self, minor: int) -> bool:
         """Whether kpemu models this mode for release 1.<minor>."""
-        return minor >= self.first_minor and (self.last_minor is None or minor <= self.last_minor)
+        return self.facts.accepts(minor)
 
 
 def restore_step(what: str, ns: str, text: str, backend: str) -> Step:

@@ -544,7 +544,7 @@ def restore_text(rs: RuleSet) -> str:
 
 def uses_nfacct(topo: Topology) -> bool:
     """Whether the nodes' kube-proxy rules name nfacct counters (so they must exist first)."""
-    return topo.kubeProxy.mode == "iptables" and flavour_for(topo.kubeProxy).nfacct
+    return flavour_for(topo.kubeProxy).nfacct
 
 
 def needs_route_localnet(topo: Topology) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, sysctl_steps
 from kpemu.plan.types import Sysctl
@@ -27,6 +28,6 @@ def steps(topo: Topology, node: str, ns: str, kernel: tuple[int, int]) -> tuple[
 
 
 MODE = ProxyMode(
-    "iptables", 10, None, ("iptables-restore", "iptables-save"), texts,
+    MODE_FACTS["iptables"], ("iptables-restore", "iptables-save"), texts,
     steps=steps, saved=("iptables", "ipset"), trace="iptables-trace", oracle="iptables",
-    features=("match:statistic",))
+    features=("match:statistic",), nfacct=True)

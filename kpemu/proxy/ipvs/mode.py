@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from kpemu.model.topology import Topology
+from kpemu.model.modes import MODE_FACTS
+from kpemu.model.topology import KubeProxy, Topology
 from kpemu.plan.batch import Step, batch_step, sysctl_steps
 from kpemu.plan.types import Sysctl
 from kpemu.proxy.ipvs.generate import DUMMY_DEVICE, ipvs_rules
 from kpemu.proxy.ipvs.ipset_text import restore_input
 from kpemu.proxy.proxymode import ProxyMode, iptables_readback, restore_step
 from kpemu.proxy.save import ruleset_from_restore, save_text
+from kpemu.proxy.versions import IPVS_DEPRECATION, flavour_for
 
 
 def texts(topo: Topology, node: str) -> dict[str, str]:
@@ -41,8 +43,13 @@ def steps(topo: Topology, node: str, ns: str, kernel: tuple[int, int]) -> tuple[
     ]
 
 
+def notice(kp: KubeProxy) -> str | None:
+    """kube-proxy 1.35+ logs at startup that the IPVS proxier is deprecated (KEP-5495)."""
+    return IPVS_DEPRECATION if flavour_for(kp).ipvs_deprecated else None
+
+
 MODE = ProxyMode(
-    "ipvs", 11, None, ("iptables-restore", "iptables-save", "ipset", "ipvs"), texts,
+    MODE_FACTS["ipvs"], ("iptables-restore", "iptables-save", "ipset", "ipvs"), texts,
     steps=steps, saved=("iptables", "ipset", "ipvs"), trace="iptables-trace", oracle="ipvs",
     features=("ip_vs", "dummy", "ipset:hash:ip,port", "ipset:hash:ip,port,ip", "ipset:hash:ip,port,net",
-              "ipset:bitmap:port", "match:set", "tool:ipset", "tool:ipvsadm"))
+              "ipset:bitmap:port", "match:set", "tool:ipset", "tool:ipvsadm"), notice=notice)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kpemu.model.topology import NEWEST_NFT_MINOR, OLDEST_NFT_MINOR, Topology
+from kpemu.model.modes import MODE_FACTS
+from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step
 from kpemu.proxy.nftables.generate import nftables_transaction
 from kpemu.proxy.nftables.listing import listing
@@ -23,6 +24,6 @@ def steps(topo: Topology, node: str, ns: str, kernel: tuple[int, int]) -> tuple[
 
 
 MODE = ProxyMode(
-    "nftables", OLDEST_NFT_MINOR, NEWEST_NFT_MINOR, ("nft", "nft-list"), texts,
+    MODE_FACTS["nftables"], ("nft", "nft-list"), texts,
     steps=steps, saved=("iptables", "nft"), trace="nft-monitor", oracle="nftables",
     features=("tool:nft", "nftables"))
