@@ -34,7 +34,8 @@ from kpemu.kernel.trace import LOST_EVENTS, FlowMatch
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
-from kpemu.proxy.modes import mode_of
+from kpemu.proxy.modes import mode_of, proxy_state
+from kpemu.proxy.state import ProxyState
 
 MAX_COUNTER_RULES = 40
 MAX_DROP_EVENTS = 40
@@ -237,16 +238,18 @@ class FlowExplanation:
 def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
                  captures: Mapping[str, str] | None = None,
                  ipvs_services: Mapping[str, str] | None = None,
-                 altered: frozenset[str] = frozenset()) -> FlowExplanation:
+                 altered: frozenset[str] = frozenset(), proxy: ProxyState | None = None) -> FlowExplanation:
     """Attribute, walk hooks, check the hook claim and the oracle for one flow (fills `fl`'s `by` in place).
 
     `ipvs_services` is each node's `ipvsadm -Sn` text (rules/<node>.ipvs), for schedulers and decisions;
-    `altered`: nodes whose kube-proxy rules a fault changed (the model oracle knows only the generated rules).
+    `altered`: nodes whose kube-proxy rules a fault changed (the model oracle knows only the generated rules);
+    `proxy`: the run's generated kube-proxy state (the plan's), which the oracle walks (generated here if None).
     """
+    proxy = proxy or proxy_state(topo)
     if mode_of(topo).trace == "nft-monitor":
         from kpemu.analyse.nftexplain import explain_nft_flow
 
-        return explain_nft_flow(topo, flow, fl, data)
+        return explain_nft_flow(topo, flow, fl, data, proxy)
     services = ipvs_services or {}
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
     nodes = [n.name for n in topo.nodes]
@@ -296,7 +299,7 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
                 continue
             key = (p.node, pkt)
             if key not in cache:
-                cache[key] = predict_for_topology(topo, p.node, pkt)
+                cache[key] = predict_for_topology(topo, p.node, pkt, state=proxy.node(p.node))
             pred = cache[key]
             dnat = kernel_dnat(p) or (_ipvs_dnat(cl, p.node) if ipvs else None)
             if ipvs and "POSTROUTING" not in hooks_only(p):

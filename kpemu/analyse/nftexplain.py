@@ -21,8 +21,8 @@ from kpemu.analyse.nfttrace import KUBE_PROXY, NftHop, attribute, journeys, kube
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
-from kpemu.proxy.nftables import nftables_transaction
 from kpemu.proxy.nftables.tx import Table
+from kpemu.proxy.state import ProxyState
 
 
 def _packet(hop: NftHop, proto: str) -> Packet | None:
@@ -44,10 +44,12 @@ def _kernel_dnat(hops: list[NftHop]) -> str | None:
     return None
 
 
-def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData) -> FlowExplanation:
-    """Model vs kernel and per-hop attribution for one flow from each node's `nft monitor trace`."""
+def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
+                     proxy: ProxyState) -> FlowExplanation:
+    """Model vs kernel and per-hop attribution for one flow from each node's `nft monitor trace`, against
+    the run's generated tables (`proxy`)."""
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
-    _attribute_ledger(topo, fl, data.texts)
+    _attribute_ledger(topo, fl, data.texts, proxy)
     proto = flow.protocol.lower()
     replies_from = {flow.dst_ip} | {ip for ip, _ in _backends(topo, flow)}
     for node, text in sorted(data.texts.items()):
@@ -57,7 +59,7 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
             pkt = _packet(first, proto) if first else None
             if pkt is None or pkt.src in replies_from:
                 continue
-            pred = predict_for_topology(topo, node, pkt)
+            pred = predict_for_topology(topo, node, pkt, state=proxy.node(node))
             for d in compare_paths(pred, kube_path(hops), _kernel_dnat(hops)):
                 if d.describe() not in ex.disagreements:
                     ex.disagreements.append(d.describe())
@@ -65,7 +67,7 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
             if node not in ex.oracle_nodes:
                 ex.oracle_nodes.append(node)
             if node not in ex.chains:
-                table = table or nftables_transaction(topo, node).table()
+                table = table or proxy.node(node).walk.nft
                 acted = [h for h in hops if h.table == KUBE_PROXY and h.rule is not None]
                 ex.chains[node] = list(dict.fromkeys(h.chain for h in acted))
                 walk = [[h.chain, f"{attribute(h, table, first.packet)} -> {h.verdict}"] for h in acted]  # type: ignore[union-attr]
@@ -105,7 +107,7 @@ def _nat_phrases(hops: list[NftHop], table: Table) -> dict[str, list[str]]:
     return out
 
 
-def _attribute_ledger(topo: Topology, fl: FlowLedger, texts: dict[str, str]) -> None:
+def _attribute_ledger(topo: Topology, fl: FlowLedger, texts: dict[str, str], proxy: ProxyState) -> None:
     """Fill `changed_by[].by` from each node's trace (packets matched by node and IP id)."""
     by_id = {(node, _ip_id(j)): j for node, text in texts.items() for j in journeys(text)}
     tables: dict[str, Table] = {}
@@ -117,7 +119,7 @@ def _attribute_ledger(topo: Topology, fl: FlowLedger, texts: dict[str, str]) -> 
                     journey = by_id.get((node, hop.pkt.ip_id))
                     if ch.kind in ("DNAT", "SNAT") and journey and node in {n.name for n in topo.nodes}:
                         if node not in tables:
-                            tables[node] = nftables_transaction(topo, node).table()
+                            tables[node] = proxy.node(node).walk.nft  # type: ignore[assignment]
                         said = _nat_phrases(journey, tables[node])
                         ch.by += said["DNAT"] + said["MARK"] if ch.kind == "DNAT" else said["SNAT"]
                     elif ch.kind in ("encap", "decap"):

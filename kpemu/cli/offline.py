@@ -45,16 +45,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_rules(args: argparse.Namespace) -> int:
     from kpemu.examples import resolve
     from kpemu.model import load_topology
-    from kpemu.proxy.render import FORMATS, render_rules
+    from kpemu.proxy.render import render_rules, rules_texts
 
     topo = load_topology(resolve(args.file))
     if args.output == "table":
         print(render_rules(topo, args.node, args.format), end="")
         _deprecation_notice(topo)
         return 0
-    names = FORMATS[:-1] if args.format == "all" else (args.format,)
     emit(args, {"topology": topo.name, "node": args.node, "mode": topo.kubeProxy.mode,
-                **{n: render_rules(topo, args.node, n) for n in names}}, lambda d: None)
+                **rules_texts(topo, args.node, args.format)}, lambda d: None)
     return 0
 
 

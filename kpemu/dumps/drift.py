@@ -263,25 +263,17 @@ def check_node(topo: Any, node: str, iptables_save: RuleSet | None = None,
                ipvs: list | None = None, ipsets: dict[str, tuple[str, tuple[str, ...]]] | None = None,
                compared: list[str] | None = None) -> Drift:
     """Compare the given dumps of `node` with what kube-proxy would program from `topo`."""
-    from kpemu.proxy.modes import mode_of
+    from kpemu.proxy.modes import node_state
 
     kp = topo.kubeProxy
     drift = Drift(node, f"kube-proxy {kp.version} {kp.mode} mode", compared or [], {s.key for s in topo.services})
     index = _service_index(topo)
-    if mode_of(topo).has_ipvs:
-        from kpemu.proxy.ipvs import ipvs_rules
-        from kpemu.proxy.save import ruleset_from_restore
-
-        st = ipvs_rules(topo, node)
-        expected = ruleset_from_restore(st.restore_text())
+    walk = node_state(topo, node).walk
+    if walk.ipvs is not None:
         if ipsets is not None:
-            compare_ipsets(drift, {s.name: (s.type, s.members) for s in st.ipsets}, ipsets, index)
+            compare_ipsets(drift, dict(walk.ipvs.sets), ipsets, index)
         if ipvs is not None:
-            compare_virtual_servers(drift, st.virtual_servers, ipvs, index)
-    else:
-        from kpemu.proxy.iptables import iptables_rules
-
-        expected = iptables_rules(topo, node)
-    if iptables_save is not None:
-        compare_rules(drift, expected, iptables_save)
+            compare_virtual_servers(drift, walk.ipvs.virtual_servers, ipvs, index)
+    if iptables_save is not None:  # a mode without iptables rules (nftables) expects none
+        compare_rules(drift, walk.rules or RuleSet(), iptables_save)
     return drift

@@ -8,7 +8,7 @@ ipsets, IPVS) travels with the job and is checked by the host afterwards (kpemu.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from kpemu.analyse.explain import flow_match
@@ -18,9 +18,10 @@ from kpemu.kernel.owner import alias, lab_owner
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
+from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.faults import plan_faults
 from kpemu.plan.types import Plan
-from kpemu.proxy.modes import mode_of
+from kpemu.proxy.modes import mode_of, proxy_state
 from kpemu.proxy.proxymode import restore_step
 
 JOB_VERSION = 1
@@ -32,15 +33,23 @@ def release_tuple(release: str) -> tuple[int, int]:
     return major, minor
 
 
+def lab_plan(topo: Topology, kernel: tuple[int, int]) -> Plan:
+    """The lab's plan with kube-proxy's state of every node, generated once for `kernel` (its steps, the
+    read-back expectations, what the oracle walks, `kpemu rules` texts); the run reuses it throughout."""
+    return replace(plan_fabric(topo), proxy=proxy_state(topo, kernel))
+
+
 def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[dict]]:
-    """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations."""
+    """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations.
+    kube-proxy's part is the plan's (`lab_plan`), generated here for a plan made without it (or for another
+    kernel)."""
     steps = fabric_steps(plan, alias(lab_owner(topo.name)), tuple(sorted(topo.containers())))
     expected: list[dict] = []
-    mode = mode_of(topo)
+    proxy = plan.proxy if plan.proxy is not None and plan.proxy.kernel == kernel else proxy_state(topo, kernel)
     for node in topo.nodes:
-        s, e = mode.steps(topo, node.name, plan.netns(node.name), kernel)
-        steps += s
-        expected += e
+        st = proxy.node(node.name)
+        steps += st.steps
+        expected += st.readback
     steps += [restore_step(f"{r.owner} rules in {r.ns}", r.ns, r.text, topo.kubeProxy.backend) for r in plan.rules]
     return steps, expected
 

@@ -1,10 +1,11 @@
 """The proxy-mode registry: one entry per kube-proxy mode, each from its own package.
 
-An entry (kpemu.proxy.proxymode.ProxyMode) says the releases that have the mode, the `kpemu rules`
-formats it produces and how to make them for a node, the steps that program a node as kube-proxy
-does (kpemu.plan.batch.Step, run by the lab's job on whichever kernel) with what the kernel must read
-back, how its packets are traced, what the offline oracle walks and which probed features the kernel
-must have. All pure. Adding a mode is its own package plus one line here.
+An entry (kpemu.proxy.proxymode.ProxyMode) says the releases that have the mode (kpemu.model.modes),
+the `kpemu rules` formats it produces, how one node's state is built (kpemu.proxy.state: the texts, the
+steps that program the node as kube-proxy does, what the kernel must read back, what the offline
+oracle walks), what is read back, how its packets are traced and which probed features the kernel
+must have. All pure. Adding a mode is its own package plus one line here (and its row of facts in
+kpemu.model.modes, which validation reads without importing kpemu.proxy).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from kpemu.errors import InputError
 from kpemu.model.topology import Topology
 from kpemu.proxy import iptables, ipvs, nftables
 from kpemu.proxy.proxymode import ProxyMode
+from kpemu.proxy.state import NodeProxyState, ProxyState
 
 MODES: dict[str, ProxyMode] = {m.name: m for m in (
     iptables.MODE,
@@ -37,9 +39,23 @@ def mode_of(topo: Topology) -> ProxyMode:
     return mode(topo.kubeProxy.mode)
 
 
-def node_texts(topo: Topology, node: str) -> dict[str, str]:
-    """Every `kpemu rules` format for `node`; formats of other modes say this mode has no such state."""
+def proxy_state(topo: Topology, kernel: tuple[int, int] | None = None) -> ProxyState:
+    """Every node's kube-proxy state, generated once (for `kernel`; None: any kernel kube-proxy treats
+    as current)."""
     m = mode_of(topo)
-    texts = m.texts(topo, node)
+    return ProxyState(m.name, kernel, {n.name: m.build(topo, n.name, kernel) for n in topo.nodes})
+
+
+def node_state(topo: Topology, node: str) -> NodeProxyState:
+    """One node's kube-proxy state, for any kernel kube-proxy treats as current (outside a run: `kpemu rules`,
+    `kpemu trace`, `kpemu check-node`)."""
+    return mode_of(topo).build(topo, node, None)
+
+
+def node_texts(topo: Topology, node: str, state: NodeProxyState | None = None) -> dict[str, str]:
+    """Every `kpemu rules` format for `node` (from its `state`, generated here when not given); formats
+    of other modes say this mode has no such state."""
+    m = mode_of(topo)
+    texts = (state or node_state(topo, node)).texts
     none = f"# kube-proxy mode {m.name}: node {node} has no {{}} state\n"
     return {f: texts.get(f, none.format(f)) for f in ALL_FORMATS}

@@ -13,13 +13,11 @@ from kpemu.model.modes import ModeFacts
 from kpemu.model.topology import KubeProxy, Topology
 from kpemu.plan.batch import Step
 from kpemu.proxy.rules import RuleSet
-from kpemu.proxy.save import save_text
+from kpemu.proxy.state import NodeProxyState
 from kpemu.proxy.xtables import RESTORE
 
-Texts = Callable[[Topology, str], dict[str, str]]
-# (topology, node, its namespace, the kernel's (major, minor)) -> the steps, and one read-back
-# expectation per kind the kernel is asked back for: {"node", "kind", "expected", ...} (kpemu.jobs.verify)
-Steps = Callable[[Topology, str, str, tuple[int, int]], tuple[list[Step], list[dict]]]
+# (topology, node, the kernel's (major, minor) or None for any) -> everything the node's kube-proxy state is
+Build = Callable[[Topology, str, "tuple[int, int] | None"], NodeProxyState]
 
 
 def _no_notice(kp: KubeProxy) -> str | None:
@@ -32,11 +30,9 @@ class ProxyMode:
 
     facts: ModeFacts  # its name, the releases that have it, whether kubeProxy.scheduler applies
     formats: tuple[str, ...]  # `kpemu rules --format` values that carry this mode's state
-    texts: Texts  # node -> {format: text}; formats not in `formats` say the mode has none
-    steps: Steps  # how a node is programmed, and what it must read back as
+    build: Build  # a node's texts, apply steps, read-back expectations and what the oracle walks
     saved: tuple[str, ...]  # what is read back from each node (kpemu.capture.snapshot.RULE_KINDS)
     trace: str  # how hops are explained: "iptables-trace" (xtables-monitor) or "nft-monitor"
-    oracle: str  # what the offline oracle walks: "iptables", "ipvs" or "nftables"
     features: tuple[str, ...]  # kernel.probe feature names the mode needs
     nfacct: bool = False  # its rules may name kube-proxy's nfacct counters (kubeProxy.nfacct applies)
     notice: Callable[[KubeProxy], str | None] = _no_notice  # what kube-proxy logs at startup, e.g. a deprecation
@@ -60,7 +56,8 @@ def restore_step(what: str, ns: str, text: str, backend: str) -> Step:
     return Step("run", what, ns, (RESTORE[backend], "--noflush", "--wait"), text)
 
 
-def iptables_readback(node: str, rs: RuleSet, backend: str) -> dict:
-    """What `iptables-save` must print for kube-proxy's chains of `rs` on `node` (kpemu.jobs.verify)."""
-    return {"node": node, "kind": "iptables", "expected": save_text(rs, backend),
+def iptables_readback(node: str, rs: RuleSet, saved: str) -> dict:
+    """What `iptables-save` must print (`saved`, the canonical text of `rs`) for kube-proxy's chains on `node`
+    (kpemu.jobs.verify)."""
+    return {"node": node, "kind": "iptables", "expected": saved,
             "chains": {name: sorted(c.name for c in t.user_chains) for name, t in rs.tables.items()}}

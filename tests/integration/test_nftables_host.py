@@ -6,6 +6,7 @@ difference or a refused transaction fails naming the first differing line / nft'
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -36,9 +37,10 @@ def scratch() -> Iterator[str]:
 
 def _apply(ns: str, topo: Topology, node: str) -> list[dict]:
     """The node's nftables step (one `nft -f -`), then the read-back problems must be none; the expectations."""
-    steps, expected = mode_of(topo).steps(topo, node, ns, (6, 1))
-    for step in steps:
-        run_step(step.to_json())
+    st = mode_of(topo).build(topo, node, (6, 1))
+    expected = list(st.readback)
+    for step in st.steps:
+        run_step(replace(step, ns=ns).to_json())
     assert _problems(ns, expected) == []
     return expected
 

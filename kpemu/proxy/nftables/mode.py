@@ -1,29 +1,28 @@
-"""nftables mode's registry entry: its texts, how a node is programmed and read back, its facts."""
+"""nftables mode's registry entry: a node's texts, apply step, read-back and oracle walk, and its facts."""
 
 from __future__ import annotations
 
 from kpemu.model.modes import MODE_FACTS
+from kpemu.model.names import netns_name
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step
 from kpemu.proxy.nftables.generate import nftables_transaction
 from kpemu.proxy.nftables.listing import listing
 from kpemu.proxy.proxymode import ProxyMode
+from kpemu.proxy.state import NodeProxyState, Walk
 
 
-def texts(topo: Topology, node: str) -> dict[str, str]:
-    """`kpemu rules` formats: the transaction kube-proxy sends and what `nft list table` prints."""
-    tx = nftables_transaction(topo, node)
-    return {"nft": tx.text(), "nft-list": listing(tx.table())}
-
-
-def steps(topo: Topology, node: str, ns: str, kernel: tuple[int, int]) -> tuple[list[Step], list[dict]]:
+def build(topo: Topology, node: str, kernel: tuple[int, int] | None = None) -> NodeProxyState:
     """kube-proxy's first-sync transaction in one `nft -f -`, read back with `nft list table ip kube-proxy`."""
     tx = nftables_transaction(topo, node)
-    return ([Step("run", f"{node}: kube-proxy's nftables transaction", ns, ("nft", "-f", "-"), tx.text())],
-            [{"node": node, "kind": "nft", "expected": listing(tx.table())}])
+    table = tx.table()
+    texts = {"nft": tx.text(), "nft-list": listing(table)}
+    step = Step("run", f"{node}: kube-proxy's nftables transaction", netns_name(topo.name, node), ("nft", "-f", "-"),
+                texts["nft"])
+    return NodeProxyState(node, texts, (step,), ({"node": node, "kind": "nft", "expected": texts["nft-list"]},),
+                          Walk(nft=table))
 
 
 MODE = ProxyMode(
-    MODE_FACTS["nftables"], ("nft", "nft-list"), texts,
-    steps=steps, saved=("iptables", "nft"), trace="nft-monitor", oracle="nftables",
-    features=("tool:nft", "nftables"))
+    MODE_FACTS["nftables"], ("nft", "nft-list"), build,
+    saved=("iptables", "nft"), trace="nft-monitor", features=("tool:nft", "nftables"))
