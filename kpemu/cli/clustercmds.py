@@ -11,6 +11,8 @@ from kpemu.cli.base import add_command
 from kpemu.errors import InputError
 
 if TYPE_CHECKING:
+    from kpemu.dumps.drift import Drift
+    from kpemu.dumps.nft import NftDump
     from kpemu.model.topology import Topology
 
 
@@ -26,10 +28,18 @@ def _known_node(topo: Topology, node: str) -> None:
         raise InputError(f"--node {node!r} is not a node of topology {topo.name!r}; valid nodes: {', '.join(names)}")
 
 
-def _no_nft(args: argparse.Namespace) -> None:
-    if getattr(args, "nft", None):
-        raise InputError(f"kpemu {args.command} --nft: nftables dumps (nft list ruleset) are not read yet; "
-                         "kube-proxy's nftables mode is being added. Use --iptables-save, or --ipvs with --ipset")
+def _nft_alone(args: argparse.Namespace) -> None:
+    """--nft is a whole nftables-mode node; the iptables and IPVS dumps belong to other modes."""
+    if args.nft and (args.iptables_save or args.ipvs or args.ipset):
+        raise InputError(f"kpemu {args.command}: --nft (nft list ruleset) is the dump of an nftables-mode node; "
+                         "give it alone, without --iptables-save, --ipvs or --ipset")
+
+
+def _read_nft(path: str) -> NftDump:
+    from kpemu.dumps.nft import parse_nft
+    from kpemu.dumps.read import read_text
+
+    return parse_nft(read_text(path), path)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -91,16 +101,25 @@ def _schema_line(where: Path) -> str:
 
 
 def cmd_check_node(args: argparse.Namespace) -> int:
-    from kpemu.dumps.drift import check_node, drift_json, render_drift
+    from kpemu.dumps.drift import check_node
     from kpemu.dumps.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm, read_text
     from kpemu.model import load_topology
 
-    _no_nft(args)
+    _nft_alone(args)
     topo = load_topology(args.topology)
     _known_node(topo, args.node)
-    if not (args.iptables_save or args.ipvs or args.ipset):
+    if not (args.iptables_save or args.ipvs or args.ipset or args.nft):
         raise InputError("kpemu check-node: give the node's dumps to check: --iptables-save FILE "
-                         "(iptables-save), --ipvs FILE (ipvsadm -Sn), --ipset FILE (ipset save)")
+                         "(iptables-save), --ipvs FILE (ipvsadm -Sn), --ipset FILE (ipset save), --nft FILE "
+                         "(nft list ruleset)")
+    if bool(args.nft) != (topo.kubeProxy.mode == "nftables"):
+        raise InputError(f"kpemu check-node: --nft (nft list ruleset) goes with kube-proxy in nftables mode, and an "
+                         f"nftables-mode node needs --nft; topology {args.topology} has kubeProxy.mode "
+                         f"{topo.kubeProxy.mode}")
+    if args.nft:
+        from kpemu.dumps.nftdrift import check_node_nft
+
+        return _report_drift(check_node_nft(topo, args.node, _read_nft(args.nft)), args.output)
     if (args.ipvs or args.ipset) and topo.kubeProxy.mode != "ipvs":
         raise InputError(f"kpemu check-node: --ipvs/--ipset need kube-proxy in IPVS mode; topology {args.topology} "
                          f"has kubeProxy.mode {topo.kubeProxy.mode}")
@@ -114,7 +133,13 @@ def cmd_check_node(args: argparse.Namespace) -> int:
         ipsets=parse_ipset_save(read_text(args.ipset), args.ipset).sets if args.ipset else None,
         compared=compared,
     )
-    if args.output == "json":
+    return _report_drift(drift, args.output)
+
+
+def _report_drift(drift: Drift, output: str) -> int:
+    from kpemu.dumps.drift import drift_json, render_drift
+
+    if output == "json":
         print(json.dumps(drift_json(drift), indent=2))
     else:
         print(render_drift(drift), end="")
