@@ -45,21 +45,39 @@ def _read_nft(path: str) -> NftDump:
 def cmd_trace(args: argparse.Namespace) -> int:
     from kpemu.dumps.trace import node_rules, packet, parse_endpoint, render_trace, run_trace, trace_json
 
-    _no_nft(args)
+    _nft_alone(args)
     src = parse_endpoint(args.src, "--src", need_port=False)
     dst = parse_endpoint(args.dst, "--dst", need_port=True)
     node_ips = [parse_endpoint(ip, "--node-ip", need_port=False)[0] for ip in args.node_ip]
     topo = _topology(args.topology)
     if topo is not None:
         _known_node(topo, args.node)
-    nr = node_rules(topo, args.node, node_ips, args.iptables_save, args.ipvs, args.ipset)
     pod_cidr = topo.node(args.node).podCIDR if topo is not None else None
+    dumps = args.iptables_save or args.ipvs or args.ipset
+    if args.nft or (topo is not None and topo.kubeProxy.mode == "nftables" and not dumps):
+        return _trace_nft(args, topo, node_ips, src, dst, pod_cidr)
+    nr = node_rules(topo, args.node, node_ips, args.iptables_save, args.ipvs, args.ipset)
     pkt, origin = packet(nr, src, dst, args.proto, pod_cidr, args.from_)
     pred = run_trace(nr, pkt)
     if args.output == "json":
         print(json.dumps(trace_json(nr, pred, origin), indent=2))
     else:
         print(render_trace(nr, pred, origin), end="")
+    return 0
+
+
+def _trace_nft(args: argparse.Namespace, topo: Topology | None, node_ips: list[str], src: tuple[str, int | None],
+               dst: tuple[str, int | None], pod_cidr: str | None) -> int:
+    """trace through table ip kube-proxy: the --nft dump's, else the topology's generated one."""
+    from kpemu.dumps.nftpath import nft_node, nft_packet, nft_trace_json, render_nft_trace, run_nft_trace
+
+    nn = nft_node(topo, args.node, node_ips, _read_nft(args.nft) if args.nft else None)
+    pkt, origin = nft_packet(nn, src, dst, args.proto, pod_cidr, args.from_)
+    pred = run_nft_trace(nn, pkt)
+    if args.output == "json":
+        print(json.dumps(nft_trace_json(nn, pred, origin), indent=2))
+    else:
+        print(render_nft_trace(nn, pred, origin), end="")
     return 0
 
 

@@ -111,7 +111,8 @@ def compare_chains(drift: Drift, want: Table, have: Table) -> None:
         sm = difflib.SequenceMatcher(a=exp, b=got, autojunk=False)
         for op, i1, i2, j1, j2 in sm.get_opcodes():
             if op == "replace":
-                g.changed.append(([f"chain {name}: {x}" for x in exp[i1:i2]], [f"chain {name}: {x}" for x in got[j1:j2]]))
+                g.changed.append(([f"chain {name}: {x}" for x in exp[i1:i2]],
+                                  [f"chain {name}: {x}" for x in got[j1:j2]]))
             elif op == "delete":
                 g.missing += [f"chain {name}: {x}" for x in exp[i1:i2]]
             elif op == "insert":
@@ -152,11 +153,12 @@ def check_node_nft(topo: Any, node: str, dump: NftDump) -> Drift:
         drift.group(NODE_WIDE).missing.append("table ip kube-proxy (the dump has no kube-proxy table)")
         return drift
     have = dump.table
+    node_wide = drift.group(NODE_WIDE)
     if want.comment != have.comment:
-        drift.group(NODE_WIDE).changed.append(([f"table comment {want.comment!r}"], [f"table comment {have.comment!r}"]))
+        node_wide.changed.append(([f"table comment {want.comment!r}"], [f"table comment {have.comment!r}"]))
     for chain, policy in dump.policies.items():
-        if policy != "accept":
-            drift.group(NODE_WIDE).changed.append(([f"chain {chain}: policy accept"], [f"chain {chain}: policy {policy}"]))
+        if policy != "accept":  # kube-proxy's base chains accept; a drop policy is someone else's edit
+            node_wide.changed.append(([f"chain {chain}: policy accept"], [f"chain {chain}: policy {policy}"]))
     owners = _Owners(topo)
     compare_sets(drift, want, have, owners)
     compare_chains(drift, want, have)
