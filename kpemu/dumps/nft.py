@@ -44,7 +44,8 @@ class NftDump:
 
     def describe(self) -> str:
         """`FILE (nft list ruleset; not kube-proxy's: table inet filter, ...)` for reports."""
-        tail = f"; not kube-proxy's, ignored: {', '.join('table ' + t for t in self.others)}" if self.others else ""
+        others = [f"table {t}" + (" (IPv6; kpemu models IPv4)" if t == "ip6 kube-proxy" else "") for t in self.others]
+        tail = f"; not kube-proxy's, ignored: {', '.join(others)}" if others else ""
         return f"{self.path} (nft list ruleset{tail})"
 
 
@@ -104,6 +105,7 @@ class _Reader:
         self.lines = text.splitlines()
         self.path = path
         self.n = 0  # current line number (1-based once reading)
+        self.refs: list[tuple[int, str]] = []  # (line, text) of kube-proxy's rules and map elements
 
     def bad(self, msg: str, line: int | None = None) -> InputError:
         return InputError([Problem(self.path, f"line {line or self.n}", msg)])
@@ -165,6 +167,7 @@ class _Reader:
             if line is None:
                 raise self.truncated("table ip kube-proxy", start)
             if line == "}":
+                self.check_references(t)
                 return t
             if line.startswith("comment "):
                 t.comment = self.comment(line)
@@ -213,7 +216,22 @@ class _Reader:
             raise self.bad(f"rule of chain {chain} is cut short (an unclosed {'quote' if not closed else 'brace'}): "
                            f"{line[:80]!r}")
         m = _RULE_COMMENT.match(line)
-        return Rule(chain, m[1], _unquote(m[2])) if m else Rule(chain, line)
+        rule = Rule(chain, m[1], _unquote(m[2])) if m else Rule(chain, line)
+        self.refs.append((self.n, rule.text))
+        return rule
+
+    def check_references(self, t: Table) -> None:
+        """Every chain a rule or map element jumps to and every set it names is in the table (nft
+        guarantees it, so a dump where one is not was cut or edited)."""
+        for line, text in self.refs:
+            for verb, name in re.findall(r"\b(jump|goto) ([^\s,}]+)", text):
+                if name not in t.chains:
+                    raise self.bad(f"{verb} {name}: no chain {name} in table ip kube-proxy (the dump is cut short or "
+                                   "edited)", line)
+            for name in re.findall(r"@([^\s,}]+)", text):
+                if name not in t.sets:
+                    raise self.bad(f"@{name}: no set or map {name} in table ip kube-proxy (the dump is cut short or "
+                                   "edited)", line)
 
     def set(self, kind: str, name: str) -> NSet:
         s, start = NSet(kind, name, ""), self.n
@@ -262,6 +280,8 @@ class _Reader:
                 raise self.bad(f"element {item[:60]!r} of {s.kind} {s.name} is garbled; expected a {want}")
             comment = _unquote(m["comment"]) if m["comment"] else None
             out.append(Element(s.name, key, m["value"], comment, s.kind))
+            if m["value"]:
+                self.refs.append((self.n, m["value"]))
         return out
 
 

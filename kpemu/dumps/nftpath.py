@@ -75,8 +75,13 @@ def nft_packet(nn: NftNode, src: tuple[str, int | None], dst: tuple[str, int | N
 
 
 def run_nft_trace(nn: NftNode, pkt: Packet) -> Prediction:
-    """Every outcome of `pkt` on the node (the nft oracle's walk)."""
-    return predict_nft(nn.table, pkt, nn.local, nn.node, nn.masq_mark)
+    """Every outcome of `pkt` on the node (the nft oracle's walk); a rule the oracle does not read (a
+    statement kube-proxy never writes, in an edited table) is an InputError, not a traceback."""
+    try:
+        return predict_nft(nn.table, pkt, nn.local, nn.node, nn.masq_mark)
+    except (KeyError, ValueError) as e:
+        raise InputError(f"kpemu trace: {nn.source}: the walk met a rule kpemu's oracle does not read (it took "
+                         f"{e.args[0]!r} for a verdict); it reads the rules kube-proxy writes") from None
 
 
 @dataclass(frozen=True)

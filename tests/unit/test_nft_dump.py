@@ -162,6 +162,11 @@ def test_cut_short_or_garbled_dumps_exit_2_with_file_and_line(tmp_path: Path) ->
                         "no-endpoint-services is garbled; expected a 3-part key : verdict"),
         "quote.nft": (text.replace("\t\tjump services\n\t}\n\n\tchain nat-output", "\t\tjump services comment \"cut\n\t}\n\n\tchain nat-output"),
                       "line 130: rule of chain nat-prerouting is cut short (an unclosed quote): 'jump services comment \"cut'"),
+        "reference.nft": (text.replace("goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080 }",
+                                       "goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.9/8080 }"),
+                          "line 202: goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.9/8080: no chain "
+                          "endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.9/8080 in table ip kube-proxy (the dump is cut "
+                          "short or edited)"),
         "iptables.nft": ((ROOT / "tests/data/seed-001.iptables-save").read_text(),
                          "line 3: not a line of nft list ruleset: '*nat'; expected 'table FAMILY NAME {'"),
     }
@@ -181,3 +186,19 @@ def test_nft_goes_with_nftables_mode_and_alone() -> None:
     assert res.returncode == 2 and "give it alone, without --iptables-save, --ipvs or --ipset" in res.stderr
     res = kpemu("trace", *DUMP, "--node", "node1", "--src", "1.2.3.4", "--dst", "10.96.0.10:80")
     assert res.returncode == 2 and "a dump without a topology needs the node's addresses: --node-ip IP" in res.stderr
+
+
+def test_a_rule_the_oracle_does_not_read_is_an_input_error(tmp_path: Path) -> None:
+    edited = tmp_path / "counter.nft"
+    edited.write_text((DATA / "node1.nft").read_text().replace("\t\tjump services\n",
+                                                               "\t\tcounter packets 0 bytes 0 jump services\n"))
+    res = kpemu("trace", "--nft", str(edited), "--node", "node1", "--node-ip", "192.168.1.100", "--src", "1.1.1.1",
+                "--dst", "192.168.1.100:30080")
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr.endswith("the walk met a rule kpemu's oracle does not read (it took 'packets 0 bytes 0 jump "
+                               "services' for a verdict); it reads the rules kube-proxy writes\n"), res.stderr
+    drift = kpemu("check-node", TOPO, "--node", "node1", "--nft", str(edited), "-o", "json")
+    assert drift.returncode == 1
+    assert json.loads(drift.stdout)["groups"][0]["changed"] == [
+        {"kubeProxy": [f"chain {c}: jump services"], "dump": [f"chain {c}: counter packets 0 bytes 0 jump services"]}
+        for c in ("nat-prerouting", "nat-output")]
