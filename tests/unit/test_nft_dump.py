@@ -202,3 +202,20 @@ def test_a_rule_the_oracle_does_not_read_is_an_input_error(tmp_path: Path) -> No
     assert json.loads(drift.stdout)["groups"][0]["changed"] == [
         {"kubeProxy": [f"chain {c}: jump services"], "dump": [f"chain {c}: counter packets 0 bytes 0 jump services"]}
         for c in ("nat-prerouting", "nat-output")]
+
+
+def test_live_affinity_elements_are_not_drift_and_steer_the_trace() -> None:
+    dump = ["--nft", "tests/data/nft-dump/node1-affinity.nft"]
+    res = kpemu("check-node", TOPO, "--node", "node1", *dump)
+    assert res.returncode == 0 and res.stdout.endswith("no drift: the 72 kube-proxy rules and set/map elements equal "
+                                                       "what kube-proxy would program\n"), res.stdout
+    args = ["--node", "node1", "--dst", "192.168.1.200:443", "-o", "json"]
+    sticky = json.loads(kpemu("trace", TOPO, *dump, "--src", "10.242.72.50", *args).stdout)
+    assert sticky["endpoints"] == {"10.244.1.5:8080": 1.0}
+    assert [s["notes"] for s in sticky["outcomes"][0]["path"] if s["chain"].startswith("service-")] == [
+        ["@affinity-PGENPARY-shop/lb/tcp/http__10.244.1.5/8080 has 10.242.72.50"]]
+    fresh = json.loads(kpemu("trace", TOPO, *dump, "--src", "10.242.72.100", *args).stdout)
+    assert fresh["endpoints"] == {"10.244.0.2:8080": 0.5, "10.244.1.5:8080": 0.5}
+    outside = json.loads(kpemu("trace", TOPO, *dump, "--src", "10.242.72.200", *args).stdout)
+    assert [(o["verdict"], o["path"][-1]["rule"]) for o in outside["outcomes"]] == [
+        ("DROP", "ip saddr != { 10.242.72.0/25, 203.0.113.0/24 } drop")]
