@@ -61,7 +61,9 @@ def located(file: str, lines: Mapping[tuple[int | str, ...], int], at: tuple[int
             message: str) -> Problem:
     """A Problem naming the line of `at` (a path into the file's `lines`) before `where`."""
     line = line_of(lines, at)
-    return Problem(file, f"line {line}: {where}".rstrip(": ") if line else where, message)
+    if line is None:
+        return Problem(file, where, message)
+    return Problem(file, f"line {line}: {where}" if where else f"line {line}", message)
 
 
 def is_kubernetes(data: object) -> bool:
