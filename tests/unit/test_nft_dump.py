@@ -104,6 +104,10 @@ def test_dump_reads_into_the_generated_table() -> None:
         assert dump.table is not None and listing(dump.table) == want
         assert dump.others == ["inet filter", "ip flannel-ipv4"]
         assert set(dump.policies.values()) == {"accept"}
+    table_only = parse_nft(want + 'table ip6 kube-proxy {\n\tcomment "rules for kube-proxy"\n}\n', "node1.list")
+    assert table_only.table is not None and listing(table_only.table) == want
+    assert table_only.describe() == ("node1.list (nft list ruleset; not kube-proxy's, ignored: table ip6 kube-proxy "
+                                     "(IPv6; kpemu models IPv4))")
 
 
 def test_equal_dump_is_no_drift() -> None:
