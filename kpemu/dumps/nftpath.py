@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kpemu.analyse.nftwalk import predict_nft
 from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step
@@ -16,6 +16,9 @@ from kpemu.dumps.trace import origin_of
 from kpemu.errors import InputError
 from kpemu.proxy.nftables.listing import priority_text
 from kpemu.proxy.nftables.tx import Table, quote
+
+if TYPE_CHECKING:
+    from kpemu.dumps.nft import NftDump
 
 _MARK_SET = re.compile(r"(?:meta )?mark set (?:meta )?mark (or|xor|\||\^) (0x[0-9a-f]+)")
 
@@ -39,8 +42,8 @@ def _masq_mark(table: Table) -> int | None:
     return int(marks[0][2], 16) if marks else None
 
 
-def nft_node(topo: Any, node: str, node_ips: list[str], nft: Any | None) -> NftNode:
-    """The table to walk: the dump's (`nft`, a kpemu.dumps.nft.NftDump) or, without one, kpemu's
+def nft_node(topo: Any, node: str, node_ips: list[str], nft: NftDump | None) -> NftNode:
+    """The table to walk: the dump's (`nft`) or, without one, kpemu's
     generated table; the node's addresses from the topology and `node_ips`."""
     from kpemu.dumps.nft import listed
 
