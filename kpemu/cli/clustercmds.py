@@ -187,7 +187,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = add_command(sub, "check-node", "a node's real dumps against what kube-proxy would program (exit 1 on drift)",
                     ["kpemu check-node topologies/seed-001.yaml --node minikube --iptables-save node.iptables-save",
-                     "kpemu check-node cluster.yaml --node node1 --ipvs node1.ipvs --ipset node1.ipset -o json"])
+                     "kpemu check-node cluster.yaml --node node1 --ipvs node1.ipvs --ipset node1.ipset -o json",
+                     "kpemu check-node cluster.yaml --node node1 --nft node1.nft   # nft list ruleset of an nftables node"])
     s.add_argument("topology", help="a kpemu topology or Kubernetes objects")
     s.add_argument("--node", required=True)
     _dump_arguments(s)
@@ -197,7 +198,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_command(sub, "trace", "walk one packet through a node's rules offline (a real dump or kpemu's)",
                     ["kpemu trace --iptables-save node.iptables-save --node minikube --node-ip 192.168.49.2 "
                      "--src 10.242.72.50 --dst 192.168.49.2:30180",
-                     "kpemu trace topologies/seed-001.yaml --node minikube --src 172.17.0.4 --dst 10.105.178.199:8080"])
+                     "kpemu trace topologies/seed-001.yaml --node minikube --src 172.17.0.4 --dst 10.105.178.199:8080",
+                     "kpemu trace --nft node1.nft --node node1 --node-ip 192.168.1.100 --src 10.242.72.50 "
+                     "--dst 192.168.1.100:30080"])
     s.add_argument("topology", nargs="?", help="a kpemu topology or Kubernetes objects (node addresses, "
                                                  "and the generated rules when no dump is given)")
     _dump_arguments(s)
