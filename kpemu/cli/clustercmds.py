@@ -188,7 +188,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_command(sub, "check-node", "a node's real dumps against what kube-proxy would program (exit 1 on drift)",
                     ["kpemu check-node topologies/seed-001.yaml --node minikube --iptables-save node.iptables-save",
                      "kpemu check-node cluster.yaml --node node1 --ipvs node1.ipvs --ipset node1.ipset -o json",
-                     "kpemu check-node cluster.yaml --node node1 --nft node1.nft   # nft list ruleset of an nftables node"])
+                     "kpemu check-node cluster.yaml --node node1 --nft node1.nft"])
     s.add_argument("topology", help="a kpemu topology or Kubernetes objects")
     s.add_argument("--node", required=True)
     _dump_arguments(s)
