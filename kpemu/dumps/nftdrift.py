@@ -57,26 +57,36 @@ def _set_head(s: NSet) -> str:
 
 
 class _Owners:
-    """Which Service an object or element belongs to."""
+    """Which Service an object or element belongs to: by name, comment, verdict, or address (the
+    Services of the topology, then the addresses the tables' own map elements name a Service for, so a
+    deleted Service's ClusterIP is still its own)."""
 
-    def __init__(self, topo: Any):
+    def __init__(self, topo: Any, *tables: Table):
         self.index = _service_index(topo)
+        self.addresses: dict[str, str] = {}
+        for t in tables:
+            for s in t.sets.values():
+                for e in s.elements:
+                    owner = self.named(e)
+                    if len(e.key) >= 3 and owner != NODE_WIDE:
+                        self.addresses.setdefault(e.key[0], owner)
 
     @staticmethod
     def of_name(name: str) -> str:
         m = _OWNED.match(name)
         return f"{m[1]}/{m[2]}" if m else NODE_WIDE
 
+    def named(self, e: Element) -> str:
+        """The Service an element's comment (`ns/svc:port`) or verdict (`goto service-HASH-ns/svc/...`) names."""
+        return _service_key(e.comment) or self.of_name((e.value or "").partition(" ")[2])
+
     def of_element(self, e: Element) -> str:
-        key = _service_key(e.comment)
-        if key:
-            return key
-        target = (e.value or "").partition(" ")[2]
-        if self.of_name(target) != NODE_WIDE:
-            return self.of_name(target)
+        if self.named(e) != NODE_WIDE:
+            return self.named(e)
         k = e.key
         if len(k) == 1:  # cluster-ips: a ClusterIP
-            return next((key for (addr, _, _), key in self.index.items() if addr == k[0]), NODE_WIDE)
+            known = next((key for (addr, _, _), key in self.index.items() if addr == k[0]), NODE_WIDE)
+            return known if known != NODE_WIDE else self.addresses.get(k[0], NODE_WIDE)
         if len(k) >= 3:
             return self.index.get((k[0], int(k[2]) if k[2].isdigit() else 0, k[1]), NODE_WIDE)
         if len(k) == 2 and k[1].isdigit():
@@ -159,7 +169,7 @@ def check_node_nft(topo: Any, node: str, dump: NftDump) -> Drift:
     for chain, policy in dump.policies.items():
         if policy != "accept":  # kube-proxy's base chains accept; a drop policy is someone else's edit
             node_wide.changed.append(([f"chain {chain}: policy accept"], [f"chain {chain}: policy {policy}"]))
-    owners = _Owners(topo)
+    owners = _Owners(topo, want, have)
     compare_sets(drift, want, have, owners)
     compare_chains(drift, want, have)
     return drift

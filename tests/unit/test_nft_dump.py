@@ -123,6 +123,29 @@ def test_one_endpoint_removed_names_the_stale_endpoint_chain(tmp_path: Path) -> 
     assert res.stdout == HEAD + STALE
 
 
+DELETED = """\
+drift in 1 group:
+Service shop/api: the Service no longer exists, its rules remain
+  stale endpoint 10.244.1.6:9000: chain endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000 is in the dump, but not among the Service's endpoints
+  extra    set cluster-ips: { 10.96.0.20 }
+  extra    map service-ips: { 10.96.0.20 . tcp . 9000 : goto service-R6NSGCUN-shop/api/tcp/grpc }
+  extra    chain endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000: ip saddr 10.244.1.6 jump mark-for-masquerade
+  extra    chain endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000: meta l4proto tcp dnat to 10.244.1.6:9000
+  extra    chain service-R6NSGCUN-shop/api/tcp/grpc: ip daddr 10.96.0.20 ip saddr != 10.244.0.0/16 jump mark-for-masquerade
+  extra    chain service-R6NSGCUN-shop/api/tcp/grpc: numgen random mod 1 vmap { 0 : goto endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000 }
+"""
+
+
+def test_every_object_of_a_deleted_service_is_named(tmp_path: Path) -> None:
+    """Service api and its EndpointSlice deleted, its objects still in the node's table."""
+    docs = [d for d in yaml.safe_load_all((ROOT / OBJECTS).read_text())
+            if (d["kind"], d.get("metadata", {}).get("name")) not in (("Service", "api"), ("EndpointSlice", "api-x7k2p"))]
+    objects = tmp_path / "objects.yaml"
+    objects.write_text(yaml.safe_dump_all(docs))
+    res = kpemu("check-node", str(objects), "--node", "node1", *DUMP)
+    assert (res.returncode, res.stdout) == (1, HEAD + DELETED), res.stderr
+
+
 def test_json_and_a_deleted_service(tmp_path: Path) -> None:
     topo = tmp_path / "renamed.yaml"
     topo.write_text((ROOT / TOPO).read_text().replace("  - name: empty\n", "  - name: void\n"))
