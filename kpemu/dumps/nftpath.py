@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kpemu.analyse.nftwalk import predict_nft
 from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step
-from kpemu.dumps.trace import origin_of
+from kpemu.dumps.trace import _ipkey, _origin_words, _summary, origin_of
 from kpemu.errors import InputError
 from kpemu.proxy.nftables.listing import priority_text
 from kpemu.proxy.nftables.tx import Table, quote
@@ -155,11 +155,6 @@ def _base_title(nn: NftNode, base: str) -> str:
     return f"{c.hook.hook}: {base} (type {c.hook.type}, priority {priority_text(c.hook)})"
 
 
-def _summary(o: Outcome) -> str:
-    what = f"DNAT to {o.dnat} by {o.endpoint_chain}" if o.dnat else "no DNAT"
-    return f"p={o.probability:g}  {what}  verdict {o.verdict}"
-
-
 def _result(o: Outcome) -> str:
     parts = [f"mark {o.mark:#x}" + (" (mark-for-masquerade ran)" if o.marked_masq else "")]
     parts.append(f"masquerade by {o.masquerade_chain}" if o.masquerade else "no masquerade")
@@ -167,19 +162,16 @@ def _result(o: Outcome) -> str:
     return "; ".join(parts)
 
 
-_ORIGIN_WORDS = {"outside": "from outside", "pod": "from a pod", "node": "from the node itself"}
-
-
-def _addresses(local: frozenset[str]) -> str:
-    return ", ".join(sorted(local, key=lambda a: tuple(int(x) for x in a.split("."))))
+def _addresses(local: frozenset[str]) -> list[str]:
+    return sorted(local, key=_ipkey)
 
 
 def render_nft_trace(nn: NftNode, pred: Prediction, origin: str) -> str:
     """The trace as text: the outcomes, then each one's path per base chain (hook)."""
     pkt = pred.packet
     out = [f"packet {pkt.proto} {pkt.src}:{pkt.sport} -> {pkt.dst}:{pkt.dport} at node {nn.node} "
-           f"{_ORIGIN_WORDS[origin]}",
-           f"rules: {nn.source}; node addresses {_addresses(nn.local)}"]
+           f"{_origin_words(origin)}",
+           f"rules: {nn.source}; node addresses {', '.join(_addresses(nn.local))}"]
     n = len(pred.outcomes)
     out.append(f"{n} outcome{'s' if n != 1 else ''}:")
     out += [f"  {_summary(o)}" for o in pred.outcomes]
@@ -203,7 +195,7 @@ def nft_trace_json(nn: NftNode, pred: Prediction, origin: str) -> dict[str, Any]
     return {
         "node": nn.node,
         "rules": nn.source,
-        "nodeAddresses": _addresses(nn.local).split(", "),
+        "nodeAddresses": _addresses(nn.local),
         "packet": {"proto": pkt.proto, "src": pkt.src, "sport": pkt.sport, "dst": pkt.dst, "dport": pkt.dport,
                    "from": origin},
         "endpoints": pred.endpoints,
