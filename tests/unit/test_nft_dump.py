@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (expected output is quoted verbatim, whole rule lines included)
 """nftables dumps: `nft list ruleset` as the kernel printed it for tests/data/nft-dump/cluster.yaml's node1
 (README there) read into the generator's structure, checked against the objects (equal; one endpoint
-gone: its endpoint chains named stale; a deleted Service), walked by the nft oracle (a NodePort SYN
+gone: its endpoint chain named stale; a deleted Service: all its objects), walked by the nft oracle (a NodePort SYN
 reaches both endpoints with probability 0.5), and cut-short or garbled dumps (exit 2, file and line)."""
 
 from __future__ import annotations
@@ -32,6 +32,18 @@ Service shop/web
   changed
     kube-proxy  chain service-KHN6ECMT-shop/web/tcp/http: numgen random mod 1 vmap { 0 : goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080 }
     dump        chain service-KHN6ECMT-shop/web/tcp/http: numgen random mod 2 vmap { 0 : goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080, 1 : goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080 }
+"""
+
+DELETED = """\
+drift in 1 group:
+Service shop/api: the Service no longer exists, its rules remain
+  stale endpoint 10.244.1.6:9000: chain endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000 is in the dump, but not among the Service's endpoints
+  extra    set cluster-ips: { 10.96.0.20 }
+  extra    map service-ips: { 10.96.0.20 . tcp . 9000 : goto service-R6NSGCUN-shop/api/tcp/grpc }
+  extra    chain endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000: ip saddr 10.244.1.6 jump mark-for-masquerade
+  extra    chain endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000: meta l4proto tcp dnat to 10.244.1.6:9000
+  extra    chain service-R6NSGCUN-shop/api/tcp/grpc: ip daddr 10.96.0.20 ip saddr != 10.244.0.0/16 jump mark-for-masquerade
+  extra    chain service-R6NSGCUN-shop/api/tcp/grpc: numgen random mod 1 vmap { 0 : goto endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000 }
 """
 
 NODEPORT = """\
@@ -121,19 +133,6 @@ def test_one_endpoint_removed_names_the_stale_endpoint_chain(tmp_path: Path) -> 
     res = kpemu("check-node", str(_web_slice_without_web_1(tmp_path)), "--node", "node1", *DUMP)
     assert res.returncode == 1, res.stderr
     assert res.stdout == HEAD + STALE
-
-
-DELETED = """\
-drift in 1 group:
-Service shop/api: the Service no longer exists, its rules remain
-  stale endpoint 10.244.1.6:9000: chain endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000 is in the dump, but not among the Service's endpoints
-  extra    set cluster-ips: { 10.96.0.20 }
-  extra    map service-ips: { 10.96.0.20 . tcp . 9000 : goto service-R6NSGCUN-shop/api/tcp/grpc }
-  extra    chain endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000: ip saddr 10.244.1.6 jump mark-for-masquerade
-  extra    chain endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000: meta l4proto tcp dnat to 10.244.1.6:9000
-  extra    chain service-R6NSGCUN-shop/api/tcp/grpc: ip daddr 10.96.0.20 ip saddr != 10.244.0.0/16 jump mark-for-masquerade
-  extra    chain service-R6NSGCUN-shop/api/tcp/grpc: numgen random mod 1 vmap { 0 : goto endpoint-RPW2VP3I-shop/api/tcp/grpc__10.244.1.6/9000 }
-"""
 
 
 def test_every_object_of_a_deleted_service_is_named(tmp_path: Path) -> None:
