@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.nftables.listing import priority_text, rule_text
@@ -91,6 +92,7 @@ def duration_seconds(text: str) -> int | None:
     return sum(int(n) * _UNIT[u] for n, u in _DURATION.findall(text))
 
 
+@lru_cache(maxsize=256)
 def priority_value(hook: str, text: str) -> int | None:
     """A base chain's printed priority (`dstnat - 10`, `filter`, `-110`) -> its number, by asking
     the listing module which number it prints that way for the hook."""
