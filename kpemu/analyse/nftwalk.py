@@ -9,6 +9,8 @@ splits the walk into N outcomes of probability 1/N, sets and anonymous sets are 
 `mark and M == 0 return`. Every matching rule is a step whose verdict is what `nft monitor trace`
 prints for it (`continue`, `jump X`, `goto X`, `return`, `accept`, `drop`), so the kernel's trace
 and the model can be compared rule by rule.
+Rules are read as kube-proxy writes them or as `nft list` prints them (a node's real dump,
+kpemu.dumps.nft), so both are walked alike.
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ class _Walker:
                     return False, ""
                 rest = rest[m.end():]
                 continue
-            m = re.match(r"mark and (0x[0-9a-f]+) == 0\s*", rest)
+            m = re.match(r"(?:mark and|meta mark &) (0x[0-9a-f]+) == (?:0x)?0+\s*", rest)  # as written | as listed
             if m:
                 if st.mark & int(m[1], 16):
                     return False, ""
@@ -181,17 +183,17 @@ class _Walker:
         step = lambda v, s=st: self._step(s, c.name, text, comment, v)  # noqa: E731
         m = re.match(r"numgen random mod (\d+) vmap \{ (.*) \}$", action)
         if m:
-            arms = [a.split(" : ", 1)[1].strip() for a in m[2].split(" , ")]
+            arms = [a.split(" : ", 1)[1].strip() for a in re.split(r"\s*,\s*", m[2])]
             n = int(m[1])
             out = []
             for verdict in arms:
                 out += self._verdict(c, text, comment, verdict, st, prob / n, depth)
             return out
-        m = re.match(r"mark set mark (or|xor) (0x[0-9a-f]+)$", action)
+        m = re.match(r"(?:meta )?mark set (?:meta )?mark (or|xor|\||\^) (0x[0-9a-f]+)$", action)
         if m:
-            v = int(m[2], 16)
-            mark = st.mark | v if m[1] == "or" else st.mark ^ v
-            marked = st.marked or (m[1] == "or" and self.masq_bit is not None and bool(mark & self.masq_bit))
+            v, op = int(m[2], 16), {"|": "or", "^": "xor"}.get(m[1], m[1])
+            mark = st.mark | v if op == "or" else st.mark ^ v
+            marked = st.marked or (op == "or" and self.masq_bit is not None and bool(mark & self.masq_bit))
             return [(prob, replace(st, steps=step("continue"), mark=mark, marked=marked), "continue")]
         if action.startswith("update @"):
             return [(prob, replace(st, steps=step("continue")), "continue")]

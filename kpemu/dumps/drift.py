@@ -49,6 +49,7 @@ class Drift:
     compared: list[str]
     services: set[str]  # the Services that exist (namespace/name)
     rules_compared: int = 0
+    compared_what: str = "kube-proxy rules"  # what rules_compared counts
     groups: dict[str, ServiceDrift] = field(default_factory=dict)
 
     def group(self, key: str) -> ServiceDrift:
@@ -151,7 +152,7 @@ def render_drift(d: Drift) -> str:
     head = f"node {d.node}: {d.proxy}; compared {', '.join(d.compared)}"
     bad = [g for g in d.groups.values() if not g.empty]
     if not bad:
-        return f"{head}\nno drift: the {d.rules_compared} kube-proxy rules equal what kube-proxy would program\n"
+        return f"{head}\nno drift: the {d.rules_compared} {d.compared_what} equal what kube-proxy would program\n"
     out = [head, f"drift in {len(bad)} group{'s' if len(bad) != 1 else ''}:"]
     for g in sorted(bad, key=lambda g: (g.key == NODE_WIDE, g.key)):
         title = "node-wide rules (no single Service)" if g.key == NODE_WIDE else f"Service {g.key}"

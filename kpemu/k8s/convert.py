@@ -18,8 +18,9 @@ from typing import Any
 
 from kpemu.errors import InputError, Problem
 from kpemu.k8s.fields import not_modelled
-from kpemu.k8s.objects import K8sObject, is_kubernetes
+from kpemu.k8s.objects import K8sObject, is_kubernetes, located
 from kpemu.k8s.service import Allocator, ServiceIn, ipv4, read_service
+from kpemu.model.load import Lines
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR
 
@@ -83,16 +84,18 @@ class _Import:
             return out
         c, d = configs[0], configs[0].data
         mode = d.get("mode") or "iptables"
-        if mode not in ("iptables", "ipvs"):
+        if mode not in MODE_FACTS:
+            *names, last = (repr(m) for m in MODE_FACTS)
             self.problems.append(c.problem("mode", f"Unsupported value: {mode!r}: kpemu models kube-proxy modes "
-                                                   "'iptables' and 'ipvs'"))
+                                                   f"{', '.join(names)} and {last}"))
         out["mode"] = mode
         cidrs = [x.strip() for x in str(d.get("clusterCIDR") or "").split(",") if x.strip()]
         v4 = [x for x in cidrs if ":" not in x]
         if v4:
             out["clusterCIDR"] = v4[0]
-        ipt = d.get("iptables") or {}
-        for key in ("masqueradeBit", "masqueradeAll", "localhostNodePorts"):
+        section = MODE_FACTS[mode].config_section if mode in MODE_FACTS else "iptables"
+        ipt = d.get(section) or {}  # only the iptables section has localhostNodePorts
+        for key in ("masqueradeBit", "masqueradeAll", *(("localhostNodePorts",) if section == "iptables" else ())):
             if ipt.get(key) is not None:
                 out[key] = ipt[key]
         npa = [x for x in d.get("nodePortAddresses") or [] if ":" not in x]
@@ -490,17 +493,19 @@ def _pod_form(p: dict[str, Any]) -> dict[str, Any]:
             "ready": p.get("ready", True), "terminating": p.get("terminating", False)}
 
 
-def embed_services(data: dict[str, Any], file: str) -> dict[str, Any]:
+def embed_services(data: dict[str, Any], file: str, lines: Lines | None = None, doc: int = 0) -> dict[str, Any]:
     """A kpemu topology whose `services` hold Kubernetes Service objects (pasted manifests, with
     their metadata/spec wrapper): each becomes a topology Service in place, defaulted and validated
     as the API server would, its endpoints the topology's pods its selector picks. Headless and
-    ExternalName Services are dropped (they program nothing)."""
+    ExternalName Services are dropped (they program nothing). `lines` (from read_yaml, document `doc`)
+    puts the line into error messages."""
     entries = data.get("services")
     if not isinstance(entries, list) or not any(is_kubernetes(e) for e in entries):
         return data
-    objs = {i: K8sObject(str(e["kind"]), e, file, f"services[{i}]") for i, e in enumerate(entries) if is_kubernetes(e)}
-    bad = [Problem(file, f"services[{i}].kind", f"Unsupported value: {o.kind!r}: expected a Service")
-           for i, o in objs.items() if o.kind != "Service"]
+    objs = {i: K8sObject(str(e["kind"]), e, file, f"services[{i}]", (doc, "services", i), lines or {})
+            for i, e in enumerate(entries) if is_kubernetes(e)}
+    bad = [located(file, o.lines, (*o.root, "kind"), f"services[{i}].kind", f"Unsupported value: {o.kind!r}: "
+                   "expected a Service") for i, o in objs.items() if o.kind != "Service"]
     if bad:
         raise InputError(bad)
     imp = _Import(list(objs.values()), None, None)

@@ -21,6 +21,7 @@ class ModeFacts:
     last_minor: int | None  # newest one, None: every modelled release
     releases: str  # the fix for a release outside them ({version}: the topology's)
     scheduler: bool = False  # whether kubeProxy.scheduler applies
+    config_section: str = "iptables"  # the KubeProxyConfiguration section it reads masqueradeBit/-All from
 
     def accepts(self, minor: int) -> bool:
         """Whether kpemu models this mode for release 1.<minor>."""
@@ -34,5 +35,6 @@ MODE_FACTS: dict[str, ModeFacts] = {f.name: f for f in (
               scheduler=True),
     ModeFacts("nftables", "nftables", OLDEST_NFT_MINOR, NEWEST_NFT_MINOR,
               f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} to "
-              f"1.{NEWEST_NFT_MINOR}, got {{version}}: raise kubeProxy.version or use mode iptables"),
+              f"1.{NEWEST_NFT_MINOR}, got {{version}}: raise kubeProxy.version or use mode iptables",
+              config_section="nftables"),
 )}
