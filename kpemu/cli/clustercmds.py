@@ -55,7 +55,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         _known_node(topo, args.node)
     pod_cidr = topo.node(args.node).podCIDR if topo is not None else None
     dumps = args.iptables_save or args.ipvs or args.ipset
-    if args.nft or (topo is not None and "nft" in mode_of(topo).saved and not dumps):
+    if args.nft or (topo is not None and mode_of(topo).has_nft and not dumps):
         return _trace_nft(args, topo, node_ips, src, dst, pod_cidr)
     nr = node_rules(topo, args.node, node_ips, args.iptables_save, args.ipvs, args.ipset)
     pkt, origin = packet(nr, src, dst, args.proto, pod_cidr, args.from_)
@@ -133,7 +133,7 @@ def cmd_check_node(args: argparse.Namespace) -> int:
                          "(iptables-save), --ipvs FILE (ipvsadm -Sn), --ipset FILE (ipset save), --nft FILE "
                          "(nft list ruleset)")
     mode = mode_of(topo)
-    if bool(args.nft) != ("nft" in mode.saved):
+    if bool(args.nft) != mode.has_nft:
         raise InputError(f"kpemu check-node: --nft (nft list ruleset) goes with kube-proxy in nftables mode, and an "
                          f"nftables-mode node needs --nft; topology {args.topology} has kubeProxy.mode "
                          f"{topo.kubeProxy.mode}")

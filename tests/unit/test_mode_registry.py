@@ -22,6 +22,7 @@ def test_each_entry_is_its_package_s_own() -> None:
 
 def test_capabilities_asked_of_the_registry() -> None:
     assert [n for n, m in MODES.items() if m.has_ipvs] == ["ipvs"]
+    assert [n for n, m in MODES.items() if m.has_nft] == ["nftables"]
     assert [n for n, m in MODES.items() if m.nfacct] == ["iptables"]
     assert [n for n, m in MODE_FACTS.items() if m.scheduler] == ["ipvs"]
     assert [(n, m.accepts(10), m.accepts(11), m.accepts(29)) for n, m in MODES.items()] == [
