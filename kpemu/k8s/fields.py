@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kpemu import cni as cni_registry
 from kpemu.k8s.objects import K8sObject
 
 Pattern = tuple[str, ...]  # keys; "*" any key, "[]" any list item
@@ -19,10 +20,7 @@ _META = ("apiVersion", "kind", "metadata name", "metadata namespace")
 # Read, per kind (space-separated keys so annotation names may hold dots and slashes).
 READ: dict[str, tuple[Pattern, ...]] = {
     "Node": _p(*_META, "spec podCIDR", "spec podCIDRs", "status addresses",
-               "metadata annotations flannel.alpha.coreos.com/backend-type",
-               "metadata annotations flannel.alpha.coreos.com/public-ip",
-               "metadata annotations projectcalico.org/IPv4IPIPTunnelAddr",
-               "metadata annotations projectcalico.org/IPv4Address",
+               *(f"metadata annotations {a}" for c in cni_registry.specs() for a in c.annotations),
                "status nodeInfo kubeProxyVersion", "status nodeInfo kubeletVersion"),
     "Pod": _p(*_META, "metadata labels", "metadata deletionTimestamp", "spec nodeName", "spec hostNetwork",
               "spec containers [] ports [] containerPort", "spec containers [] ports [] protocol",
