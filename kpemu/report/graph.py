@@ -30,8 +30,7 @@ def _tunnel(topo: Topology, n) -> str:
 
 
 def _node_label(topo: Topology, n) -> str:
-    tun = f" {_tunnel(topo, n)}" if n.tunnelIP else ""
-    return f"{n.name}: {n.ip} pods {n.podCIDR}{tun}"
+    return " ".join(filter(None, (f"{n.name}: {n.ip} pods {n.podCIDR}", _tunnel(topo, n))))
 
 
 def _svc_label(s) -> str:
