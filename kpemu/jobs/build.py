@@ -55,11 +55,11 @@ def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str 
     return {"version": JOB_VERSION, "kind": "deploy", "lab": topo.name, "source": source, "prefix": PREFIX,
             "namespaces": namespaces_json(plan), "steps": [s.to_json() for s in steps], "readback": expected,
             "backend": topo.kubeProxy.backend, "ipvs": topo.kubeProxy.mode == "ipvs",
-            "device_needs": [n.to_json() for n in cni_of(topo).device_needs],
             "rule_kinds": list(mode_of(topo).saved), "trace_kind": mode_of(topo).trace,
             "containers": {m: {"ns": plan.netns(m), "image": c.image, "command": c.command, "env": dict(c.env)}
                            for m, c in sorted(topo.containers().items())},
-            "nodes": {n.name: plan.netns(n.name) for n in topo.nodes}}
+            "nodes": {n.name: plan.netns(n.name) for n in topo.nodes},
+            "device_needs": [n.to_json() for n in cni_of(topo).device_needs]}
 
 
 def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool = True) -> dict[str, Any]:
