@@ -3,9 +3,10 @@
 Everything the rest of kpemu asks about a CNI is in its spec (kpemu.cni.spec.Cni): how it wires a
 node, the addresses it gives a node, its device names, what it needs of the kernel, how it is
 drawn, how its packets are decoded, how `kpemu import` recognises it. Nothing outside a CNI's
-package names a CNI. This module imports no kpemu code at load time (the model reads the names
-here to validate `cni:`); a package is imported the first time its spec is asked for. Adding a CNI
-is its own package plus one line in `CNIS`.
+package names a CNI. This module loads nothing of kpemu but its error types (the model reads the
+names here to validate `cni:` and must not pull in plan code); a CNI's package is imported the first
+time its spec is asked for, and its plan module only when a lab is planned. Adding a CNI is its own
+package plus one line in `CNIS`.
 """
 
 from __future__ import annotations
