@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from kpemu.cni import names as cni_names
 from kpemu.errors import EnvironmentProblem, InputError
-from kpemu.kernel.probe import CNIS, PROXY_MODES, Capabilities, Feature, can_run, probe, requirements
+from kpemu.kernel.probe import PROXY_MODES, Capabilities, Feature, can_run, probe, requirements
 from kpemu.runtime import choose_runtime
 
 
 def caps_without(*names: str) -> Capabilities:
-    everything = {f for c in CNIS for m in PROXY_MODES for f in requirements(c, m)}
+    everything = {f for c in cni_names() for m in PROXY_MODES for f in requirements(c, m)}
     return Capabilities(features={n: Feature(n, n not in names, "test") for n in everything}, kernel="test")
 
 
@@ -26,7 +27,7 @@ def test_requirements_per_cni_and_mode() -> None:
     assert "vxlan" in requirements("flannel-vxlan", "iptables")
     assert "ip_vs" not in requirements("flannel-vxlan", "iptables")
     assert "ipip" not in requirements("flannel-vxlan", "ipvs")
-    for c in CNIS:
+    for c in cni_names():
         for m in PROXY_MODES:
             reqs = requirements(c, m)
             assert len(reqs) == len(set(reqs))
