@@ -4,7 +4,6 @@ as root, the real probe on this kernel."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -79,11 +78,9 @@ def test_vng_command_has_no_network_and_bounded_resources() -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
-def test_probe_this_kernel_quickly_and_cleanly() -> None:
+def test_probe_this_kernel_cleanly() -> None:
     before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
-    t0 = time.monotonic()
     caps = probe()
-    assert time.monotonic() - t0 < 3.0
     after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
     assert not {n for n in after - before if n.startswith("kp-probe-")}, "probe left a namespace behind"
     assert caps.has("veth") and caps.has("tool:ip")  # every kernel kpemu supports
