@@ -20,6 +20,7 @@ import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from kpemu.cni import node_addresses
 from kpemu.proxy.rules import BUILTIN_CHAINS, Rule, RuleSet
 from kpemu.proxy.state import IpvsModel, NodeProxyState
 
@@ -430,17 +431,8 @@ def _outcome(prob: float, s: _State, verdict: str, hooks: tuple[str, ...]) -> Ou
 
 # -- convenience -----------------------------------------------------------------------------------
 def node_local_addresses(topo, node: str) -> set[str]:
-    """Addresses local to a node in the lab: its underlay IP and the CNI's addresses on it."""
-    import ipaddress as _ip
-
-    n = topo.node(node)
-    net = _ip.IPv4Network(n.podCIDR)
-    out = {n.ip, "127.0.0.1"}
-    if topo.cni == "calico-ipip":
-        out.add(n.tunnelIP or str(net.network_address + 1))
-    else:
-        out |= {str(net.network_address), str(net.network_address + 1)}
-    return out
+    """Addresses local to a node in the lab: loopback, its underlay IP and the CNI's addresses on it."""
+    return {"127.0.0.1", *node_addresses(topo, node)}
 
 
 def predict_for_topology(topo, node: str, pkt: Packet, rs: RuleSet | None = None,

@@ -177,14 +177,14 @@ def _dump_arguments(s: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    from kpemu.k8s.convert import CNIS
+    from kpemu.cni import names
 
     s = add_command(sub, "import", "Kubernetes objects (kubectl output, manifests) -> a kpemu topology",
                     ["kubectl get nodes,pods,services,endpointslices -A -o yaml | kpemu import - -o cluster.yaml",
                      "kpemu import manifests/ --cni calico-ipip --name shop -o shop.yaml"])
     s.add_argument("sources", nargs="+", metavar="SRC", help="files, directories, or - for standard input")
     s.add_argument("-o", "--output", metavar="FILE", help="write the topology here (default: standard output)")
-    s.add_argument("--cni", choices=CNIS, help="the CNI (default: inferred from the node annotations)")
+    s.add_argument("--cni", choices=names(), help="the CNI (default: inferred from the node annotations)")
     s.add_argument("--name", help="the lab name (default: imported)")
     s.set_defaults(func=cmd_import)
 

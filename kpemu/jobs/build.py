@@ -13,6 +13,7 @@ from typing import Any
 
 from kpemu.analyse.explain import flow_match
 from kpemu.capture.points import capture_points
+from kpemu.cni import cni_of
 from kpemu.kernel.labstate import PREFIX
 from kpemu.kernel.owner import alias, lab_owner
 from kpemu.model.scenario import Scenario
@@ -68,7 +69,8 @@ def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str 
             "rule_kinds": list(mode.saved), "trace_kind": mode.trace,
             "containers": {m: {"ns": plan.netns(m), "image": c.image, "command": c.command, "env": dict(c.env)}
                            for m, c in sorted(topo.containers().items())},
-            "nodes": {n.name: plan.netns(n.name) for n in topo.nodes}}
+            "nodes": {n.name: plan.netns(n.name) for n in topo.nodes},
+            "device_needs": [n.to_json() for n in cni_of(topo).device_needs]}
 
 
 def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool = True) -> dict[str, Any]:

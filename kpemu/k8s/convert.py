@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from kpemu import cni as cni_registry
 from kpemu.errors import InputError, Problem
 from kpemu.k8s.fields import not_modelled
 from kpemu.k8s.objects import K8sObject, is_kubernetes, located
@@ -24,10 +25,6 @@ from kpemu.model.load import Lines
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR
 
-CNIS = ("flannel-vxlan", "calico-ipip")
-FLANNEL = "flannel.alpha.coreos.com/"
-CALICO_IPIP = "projectcalico.org/IPv4IPIPTunnelAddr"
-CALICO_VXLAN = "projectcalico.org/IPv4VXLANTunnelAddr"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 DEFAULT_SERVICE_CIDR = "10.96.0.0/12"  # kube-apiserver's --service-cluster-ip-range default (kubeadm)
 
@@ -144,14 +141,11 @@ class _Import:
             cidrs = [spec.get("podCIDR"), *(spec.get("podCIDRs") or [])]
             pod_cidr = next((c for c in cidrs if c and ":" not in c), None)
             node: dict[str, Any] = {"name": n.name, "ip": ip, "podCIDR": pod_cidr}
-            if any(k.startswith(FLANNEL) for k in ann):
-                backend = ann.get(FLANNEL + "backend-type", "vxlan")
-                kinds.add("flannel-vxlan" if backend == "vxlan" else f"flannel-{backend}")
-            if ann.get(CALICO_IPIP):
-                kinds.add("calico-ipip")
-                node["tunnelIP"] = str(ann[CALICO_IPIP]).split("/")[0]
-            elif ann.get(CALICO_VXLAN):
-                kinds.add("calico-vxlan")
+            for spec in cni_registry.specs():
+                said = spec.recognise(ann)
+                if said:
+                    kinds.add(said[0])
+                    node.update(said[1])
             self.nodes[n.name] = node
         if not self.kind("Node"):
             self.problems.append(Problem(self.objects[0].file, "", "no Node objects; a topology needs the nodes "
@@ -163,15 +157,18 @@ class _Import:
             if kinds and kinds != {self.cni_given}:
                 self.notes.append(f"--cni {self.cni_given} given; the node annotations say {', '.join(sorted(kinds))}")
             return self.cni_given
-        if len(kinds) == 1 and next(iter(kinds)) in CNIS:
+        modelled = cni_registry.names()
+        if len(kinds) == 1 and next(iter(kinds)) in modelled:
             cni = next(iter(kinds))
             self.notes.append(f"cni {cni} inferred from the node annotations")
             return cni
         if kinds:
-            raise InputError([Problem(self.objects[0].file, "", f"the node annotations say CNI "
-                                      f"{', '.join(sorted(kinds))}; kpemu models {' and '.join(CNIS)}: give --cni")])
-        self.notes.append("no flannel or calico annotation on the nodes: cni flannel-vxlan assumed (give --cni)")
-        return "flannel-vxlan"
+            said = ", ".join(sorted(kinds))
+            raise InputError([Problem(self.objects[0].file, "", f"the node annotations say CNI {said}; "
+                                      f"kpemu models {' and '.join(modelled)}: give --cni")])
+        projects = " or ".join(dict.fromkeys(c.project for c in cni_registry.specs()))
+        self.notes.append(f"no {projects} annotation on the nodes: cni {cni_registry.DEFAULT} assumed (give --cni)")
+        return cni_registry.DEFAULT
 
     # -- pods ------------------------------------------------------------------------------------
     def read_pods(self) -> list[dict[str, Any]]:

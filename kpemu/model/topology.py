@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kpemu import cni as cni_registry
+
 Protocol = Literal["TCP", "UDP", "SCTP"]
 # Kubernetes object names: DNS-1123 labels (subdomains for pods; labels are strict enough here).
 K8sName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")]
@@ -280,7 +282,8 @@ class Topology(Strict):
     """A whole lab."""
 
     name: LabName
-    cni: Literal["flannel-vxlan", "calico-ipip"] = "flannel-vxlan"
+    # one of the CNI registry's names (kpemu.cni), listed in the JSON schema as they are when it is made
+    cni: str = Field(cni_registry.DEFAULT, json_schema_extra=lambda s: s.update(enum=list(cni_registry.names())))
     kubeProxy: KubeProxy = Field(default_factory=KubeProxy)
     underlay: CIDR = "10.246.0.0/16"
     underlayGateway: IPv4 | None = None
@@ -297,6 +300,13 @@ class Topology(Strict):
         lambda v: None if v is None else _check_cidr(v)
     )
     _gw = field_validator("underlayGateway")(lambda v: None if v is None else _check_ip(v))
+
+    @field_validator("cni")
+    @classmethod
+    def _cni(cls, v: str) -> str:
+        if v not in cni_registry.names():
+            raise ValueError(cni_registry.expected())
+        return v
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)

@@ -6,6 +6,7 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable
 
+from kpemu import cni as cni_registry
 from kpemu.errors import Problem
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.names import NETNS_NAME_MAX, netns_name
@@ -123,8 +124,9 @@ def check_topology(topo: Topology, file: str) -> list[Problem]:
         if topo.clusterCIDR and not cidr.subnet_of(Net(topo.clusterCIDR)):
             bad(f"nodes[{i}].podCIDR", f"{cidr} is not inside clusterCIDR {topo.clusterCIDR}")
         if n.tunnelIP:
-            if topo.cni != "calico-ipip":
-                bad(f"nodes[{i}].tunnelIP", "tunnelIP is only used with cni: calico-ipip; remove it")
+            if not cni_registry.cni_of(topo).tunnel_ip:
+                users = " or ".join(c.name for c in cni_registry.specs() if c.tunnel_ip)
+                bad(f"nodes[{i}].tunnelIP", f"tunnelIP is only used with cni: {users}; remove it")
             elif _ip(n.tunnelIP) not in cidr:
                 bad(f"nodes[{i}].tunnelIP", f"{n.tunnelIP} is outside the node's podCIDR {cidr}")
             claim_ip(f"nodes[{i}].tunnelIP", n.tunnelIP)
@@ -144,7 +146,7 @@ def check_topology(topo: Topology, file: str) -> list[Problem]:
         elif _ip(p.ip) in (cidr.network_address, cidr.broadcast_address, cidr.network_address + 1):
             used = "the network address" if _ip(p.ip) == cidr.network_address else (
                 "the broadcast address" if _ip(p.ip) == cidr.broadcast_address
-                else "the node's gateway (cni0 / tunl0) address")
+                else f"the node's gateway ({' / '.join(c.pod_device for c in cni_registry.specs())}) address")
             bad(f"pods[{i}].ip", f"{p.ip} is {used} of {cidr}; expected a pod address from .2 upward")
         ports = [(pp.port, pp.protocol) for pp in p.ports]
         if len(set(ports)) != len(ports):

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from kpemu.cni import cni_of
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
 
 # the nat chains whose MASQUERADE rules no-masquerade removes: kube-proxy's, flannel's, calico's
 MASQUERADE_CHAINS = ("KUBE-POSTROUTING", "FLANNEL-POSTRTG", "cali-nat-outgoing")
-# the device a node's pods hang off, per CNI: where a route "sent astray" points
-_POD_BRIDGE = {"flannel-vxlan": "cni0", "calico-ipip": "tunl0"}
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ def plan_fault(topo: Topology, f: Fault) -> FaultStep:
                     f"{node} by {f.device} with Don't Fragment set is dropped (PKT_TOO_BIG) and its sender gets "
                     "ICMP fragmentation needed")
     if f.kind == "rp-filter":
-        dev = _POD_BRIDGE.get(topo.cni, "cni0")
+        dev = cni_of(topo).pod_device  # where a route "sent astray" points
         return FaultStep(
             f.kind, node, ns,
             commands=(_sysctl("net.ipv4.conf.all.rp_filter", "1"), _sysctl("net.ipv4.conf.eth0.rp_filter", "1"),
