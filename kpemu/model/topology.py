@@ -41,6 +41,12 @@ def _check_cidr(value: str) -> str:
         raise ValueError(f"expected an IPv4 network such as 10.244.0.0/16, got {value!r} ({e})") from None
 
 
+def _modes() -> tuple[str, ...]:
+    from kpemu.model.modes import MODE_FACTS  # its rows name this module's release constants
+
+    return tuple(MODE_FACTS)
+
+
 class Strict(BaseModel):
     """Base: unknown keys are errors (a typo must not be silently ignored)."""
 
@@ -50,7 +56,8 @@ class Strict(BaseModel):
 class KubeProxy(Strict):
     """kube-proxy settings that change what it programs."""
 
-    mode: Literal["iptables", "ipvs", "nftables"] = "iptables"
+    # one of the modes of kpemu.model.modes, listed in the JSON schema as they are when it is made
+    mode: str = Field("iptables", json_schema_extra=lambda s: s.update(enum=list(_modes())))
     version: str = NEWEST_KUBE_PROXY
     clusterCIDR: CIDR | None = None
     masqueradeAll: bool = False
@@ -64,6 +71,14 @@ class KubeProxy(Strict):
     scheduler: Literal["rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"] = "rr"
     nodePortRange: str = "30000-32767"
     backend: Literal["nft", "legacy"] = "nft"  # which iptables binary programs the node
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, v: str) -> str:
+        if v not in _modes():
+            *names, last = (repr(m) for m in _modes())
+            raise ValueError(f"Input should be {', '.join(names)} or {last}")
+        return v
 
     @field_validator("version")
     @classmethod

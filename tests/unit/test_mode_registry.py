@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import typing
-
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import KubeProxy
 from kpemu.proxy import iptables, ipvs, nftables
@@ -11,7 +9,7 @@ from kpemu.proxy.modes import ALL_FORMATS, MODES
 
 
 def test_the_registry_the_facts_and_the_schema_name_the_same_modes_in_the_same_order() -> None:
-    schema = typing.get_args(KubeProxy.model_fields["mode"].annotation)
+    schema = KubeProxy.model_json_schema()["properties"]["mode"]["enum"]
     assert list(MODES) == list(MODE_FACTS) == list(schema) == ["iptables", "ipvs", "nftables"]
     assert [MODES[n].facts for n in MODES] == [MODE_FACTS[n] for n in MODE_FACTS]
 
