@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import KubeProxy
 from kpemu.proxy import iptables, ipvs, nftables
@@ -32,3 +35,14 @@ def test_capabilities_asked_of_the_registry() -> None:
 
 def test_every_format_belongs_to_a_mode_in_print_order() -> None:
     assert ALL_FORMATS == ("iptables-restore", "iptables-save", "ipset", "ipvs", "nft", "nft-list")
+
+
+def test_no_module_outside_the_mode_packages_compares_a_mode_name() -> None:
+    """Behaviour that depends on the mode asks its registry entry (has_ipvs, has_nft, nfacct, notice,
+    build, facts), so no `mode == "ipvs"` test lives outside kpemu/proxy/<mode>/."""
+    kpemu = Path(__file__).resolve().parents[2] / "kpemu"
+    compare = re.compile(r"\bmode\s*(==|!=|not in [(\[])|(==|!=)\s*[\w.]*\bmode\b(?!\.)|\bwalks\s*(==|!=)")
+    packages = [kpemu / "proxy" / name for name in MODES]
+    found = [f"{p.relative_to(kpemu.parent)}: {m.group(0)}" for p in kpemu.rglob("*.py")
+             if not any(d in p.parents for d in packages) for m in compare.finditer(p.read_text())]
+    assert found == []
