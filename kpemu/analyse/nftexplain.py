@@ -17,7 +17,7 @@ from itertools import pairwise
 from kpemu.analyse.attribution import _ct_phrase, _outer_phrase
 from kpemu.analyse.explain import FlowExplanation, TraceData
 from kpemu.analyse.ledger import FlowLedger
-from kpemu.analyse.nfttrace import KUBE_PROXY, NftHop, attribute, journeys, kube_path
+from kpemu.analyse.nfttrace import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
@@ -37,10 +37,18 @@ def _packet(hop: NftHop, proto: str) -> Packet | None:
 
 
 def _kernel_dnat(hops: list[NftHop]) -> str | None:
-    for h in hops:
-        m = re.search(r"dnat (?:ip )?to (\S+)$", h.rule_text or "")
-        if h.table == KUBE_PROXY and m and h.verdict == "accept":
+    """Where kube-proxy DNATed the packet: the rule's target, or (1.36's DNAT map, whose rule does not
+    say which arm acted) the destination of the next `packet:` line after the rule."""
+    for i, h in enumerate(hops):
+        if h.table != KUBE_PROXY or h.verdict != "accept":
+            continue
+        m = re.search(r"\bdnat (?:ip )?to (\S+)$", h.rule_text or "")
+        if m:
             return m[1]
+        if DNAT_MAP.search(h.rule_text or ""):
+            later = next((x.packet for x in hops[i + 1:] if x.packet), "") or ""
+            dst, port = re.search(r"\bip daddr (\S+)", later), re.search(r"\b(?:tcp|udp|sctp) dport (\d+)", later)
+            return f"{dst[1]}:{port[1]}" if dst and port else None
     return None
 
 
@@ -68,7 +76,9 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
                 table = table or nftables_transaction(topo, node).table()
                 acted = [h for h in hops if h.table == KUBE_PROXY and h.rule is not None]
                 ex.chains[node] = list(dict.fromkeys(h.chain for h in acted))
-                walk = [[h.chain, f"{attribute(h, table, first.packet)} -> {h.verdict}"] for h in acted]  # type: ignore[union-attr]
+                dnat = _kernel_dnat(hops)
+                walk = [[h.chain, f"{attribute(h, table, first.packet, dnat)} -> {h.verdict}"]  # type: ignore[union-attr]
+                        for h in acted]
                 ex.hooks[node] = {"walk": walk, "text": " -> ".join(ex.chains[node])}
     if ex.traced and not ex.oracle_checked and ex.reason is None:
         ex.reason = "no new request packet entered kube-proxy's table in the trace"
@@ -93,14 +103,17 @@ def _nat_phrases(hops: list[NftHop], table: Table) -> dict[str, list[str]]:
     acted = [h for h in hops if h.table == KUBE_PROXY and h.rule is not None]
     choices = [h for h in acted if re.search(r"vmap (@|\{)", h.rule_text or "")
                or (h.rule_text or "").startswith("ip saddr @affinity-")]
+    dnat = _kernel_dnat(hops)
     for h in acted:
         text = h.rule_text or ""
-        if re.search(r"\bdnat (?:ip )?to \S+$", text) and h.verdict == "accept":
-            via = "; ".join(attribute(x, table, pkt) for x in choices)
+        if h.verdict == "accept" and (re.search(r"\bdnat (?:ip )?to \S+$", text) or DNAT_MAP.search(text)):
+            via = "; ".join(attribute(x, table, pkt, dnat) for x in choices + ([h] if DNAT_MAP.search(text) else []))
             out["DNAT"].append(f"DNAT by {h.chain}" + (f" (via {via})" if via else ""))
-        elif text.startswith("masquerade") and h.verdict == "accept":
-            out["SNAT"].append(f"masquerade by {h.chain}")
-        elif h.verdict == "jump mark-for-masquerade" and f"masquerade mark by {h.chain}" not in out["MARK"]:
+        elif re.search(r"\bmasquerade\b", text) and h.verdict == "accept":
+            hairpin = " (@hairpin-connections)" if "@hairpin-connections" in text else ""
+            out["SNAT"].append(f"masquerade by {h.chain}{hairpin}")
+        elif (h.verdict == "jump mark-for-masquerade" or "meta mark set meta mark |" in text) \
+                and f"masquerade mark by {h.chain}" not in out["MARK"]:
             out["MARK"].append(f"masquerade mark by {h.chain}")
     return out
 
