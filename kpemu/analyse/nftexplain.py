@@ -1,10 +1,10 @@
 """Explain a flow in nftables mode (pure): `nft monitor trace` hops against the nft oracle.
 
 For every traced packet (its trace groups joined across NAT, nfttrace.journeys) that enters
-kube-proxy's table as a new request (its first kube-proxy
-`packet:` line is not a reply from the service or a backend), the kube-proxy rules the kernel
-reports are compared with the outcomes kpemu.analyse.nftwalk predicts for the same packet on the
-same node; each hop of the first such packet per node is attributed to the rule, verdict-map
+kube-proxy's table as a new request (its first kube-proxy `packet:` line is not a reply from the
+service or a backend; a backend reaching its own service, hairpin, is a request), the kube-proxy
+rules the kernel reports are compared with the outcomes kpemu.analyse.nftwalk predicts for the
+same packet on the same node; each hop of the first such packet per node is attributed to the rule, verdict-map
 element or numgen arm that acted (kpemu.analyse.nfttrace.attribute), and the ledger's DNAT / SNAT
 changes say which chain, map element and numgen arm made them (`changed_by[].by`).
 """
@@ -63,7 +63,8 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
         for hops in journeys(text):
             first = next((h for h in hops if h.table == KUBE_PROXY and h.packet is not None), None)
             pkt = _packet(first, proto) if first else None
-            if pkt is None or pkt.src in replies_from:
+            # a backend's reply is not a request; a hairpin request comes from a backend too, to the service
+            if pkt is None or (pkt.src in replies_from and (pkt.dst, pkt.dport) != (flow.dst_ip, flow.dst_port)):
                 continue
             pred = predict_for_topology(topo, node, pkt)
             for d in compare_paths(pred, kube_path(hops), _kernel_dnat(hops)):
