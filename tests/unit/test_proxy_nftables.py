@@ -73,9 +73,10 @@ def test_worked_example_1_33_transaction_and_listing() -> None:
     assert listing(tx.table()) == (DATA / "worked-1.33.list").read_text()
 
 
-def test_every_chain_is_added_before_it_is_named() -> None:
+@pytest.mark.parametrize("fixture", ["overall.yaml", "overall-1.36.yaml"])
+def test_every_chain_is_added_before_it_is_named(fixture: str) -> None:
     """`nft -f` resolves names in file order: no rule or element may name a chain not yet added."""
-    text = nftables_transaction(load_topology(DATA / "overall.yaml"), "test-node").text()
+    text = nftables_transaction(load_topology(DATA / fixture), "test-node").text()
     added: set[str] = set()
     for line in text.splitlines():
         w = line.split(" ")
