@@ -4,9 +4,10 @@ For every traced packet (its trace groups joined across NAT, nfttrace.journeys) 
 kube-proxy's table as a new request (its first kube-proxy `packet:` line is not a reply from the
 service or a backend; a backend reaching its own service, hairpin, is a request), the kube-proxy
 rules the kernel reports are compared with the outcomes kpemu.analyse.nftwalk predicts for the
-same packet on the same node; each hop of the first such packet per node is attributed to the rule, verdict-map
-element or numgen arm that acted (kpemu.analyse.nfttrace.attribute), and the ledger's DNAT / SNAT
-changes say which chain, map element and numgen arm made them (`changed_by[].by`).
+same packet on the same node; each hop of the first such packet per node is attributed to the
+rule, verdict-map element or numgen arm that acted (kpemu.analyse.nfttrace.attribute), and the
+ledger's DNAT / SNAT changes say which chain, map element and numgen arm made them
+(`changed_by[].by`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from itertools import pairwise
 from kpemu.analyse.attribution import _ct_phrase, _outer_phrase
 from kpemu.analyse.explain import FlowExplanation, TraceData
 from kpemu.analyse.ledger import FlowLedger
-from kpemu.analyse.nfttrace import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path
+from kpemu.analyse.nfttrace import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path, packet_fields
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
@@ -46,9 +47,8 @@ def _kernel_dnat(hops: list[NftHop]) -> str | None:
         if m:
             return m[1]
         if DNAT_MAP.search(h.rule_text or ""):
-            later = next((x.packet for x in hops[i + 1:] if x.packet), "") or ""
-            dst, port = re.search(r"\bip daddr (\S+)", later), re.search(r"\b(?:tcp|udp|sctp) dport (\d+)", later)
-            return f"{dst[1]}:{port[1]}" if dst and port else None
+            f = packet_fields(next((x.packet for x in hops[i + 1:] if x.packet), "") or "")
+            return f"{f['ip daddr']}:{f['dport']}" if "ip daddr" in f and "dport" in f else None
     return None
 
 

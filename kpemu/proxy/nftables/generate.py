@@ -352,6 +352,7 @@ class _Sync:
                                 f"map {{ {arms} }}")
 
     def hairpin(self, key: tuple[str, ...]) -> None:
+        """A hairpin-connections element (1.36+), added once however many service ports share it."""
         if key not in self.hairpins:
             self.hairpins.add(key)
             self.tx.add_element(E.HAIRPIN, key)
