@@ -13,9 +13,12 @@ goes, every `jump mark-for-masquerade` becomes an inline `mark set mark or M`) a
 mark xor M masquerade fully-random`; one ClusterIP masquerade rule in `services` on
 `@cluster-ips`; endpoint chains only for ClientIP affinity; otherwise the policy chain DNATs
 itself with `dnat ip addr . port to numgen random mod N map { i : IP . port }`). Rule text from
-pkg/proxy/nftables/proxier.go and proxier_test.go (TestOverallNFTablesRules) at
-kubernetes/kubernetes@edca5633, a 2026 commit after #136499 and before #140723; a v1.36.2 node's
-`nft list table ip kube-proxy` shows the same objects (tests/data/nftables/overall-1.36.nft).
+proxier_test.go's TestOverallNFTablesRules at kubernetes/kubernetes@edca5633, a 2026 commit after
+#136499 and before #140723 (tests/data/nftables/overall-1.36-expected.nft), and the generation
+order from proxier.go of the same era (AustinAbro321/kubernetes@129058fc). That these are 1.36's:
+#135800 is in CHANGELOG-1.36's v1.36.0 notes, and a published `nft list table ip kube-proxy` of a
+v1.36.2 node shows the hairpin-connections set, the `services` masquerade rule and `dnat ip to
+numgen random mod 1 map` for a one-endpoint service.
 
 Not modelled: 1.37. It adds #140723 (single-endpoint Services DNAT without the numgen map) and its
 fix #140960 (the first form, `dnat ip6 addr . port to A . P`, crashed nft on IPv6); the rule
