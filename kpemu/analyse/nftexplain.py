@@ -1,12 +1,13 @@
 """Explain a flow in nftables mode (pure): `nft monitor trace` hops against the nft oracle.
 
 For every traced packet (its trace groups joined across NAT, nfttrace.journeys) that enters
-kube-proxy's table as a new request (its first kube-proxy
-`packet:` line is not a reply from the service or a backend), the kube-proxy rules the kernel
-reports are compared with the outcomes kpemu.analyse.nftwalk predicts for the same packet on the
-same node; each hop of the first such packet per node is attributed to the rule, verdict-map
-element or numgen arm that acted (kpemu.analyse.nfttrace.attribute), and the ledger's DNAT / SNAT
-changes say which chain, map element and numgen arm made them (`changed_by[].by`).
+kube-proxy's table as a new request (its first kube-proxy `packet:` line is not a reply from the
+service or a backend; a backend reaching its own service, hairpin, is a request), the kube-proxy
+rules the kernel reports are compared with the outcomes kpemu.analyse.nftwalk predicts for the
+same packet on the same node; each hop of the first such packet per node is attributed to the
+rule, verdict-map element or numgen arm that acted (kpemu.analyse.nfttrace.attribute), and the
+ledger's DNAT / SNAT changes say which chain, map element and numgen arm made them
+(`changed_by[].by`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from itertools import pairwise
 from kpemu.analyse.attribution import _ct_phrase, _outer_phrase
 from kpemu.analyse.explain import FlowExplanation, TraceData
 from kpemu.analyse.ledger import FlowLedger
-from kpemu.analyse.nfttrace import KUBE_PROXY, NftHop, attribute, journeys, kube_path
+from kpemu.analyse.nfttrace import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path, packet_fields
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
@@ -37,10 +38,17 @@ def _packet(hop: NftHop, proto: str) -> Packet | None:
 
 
 def _kernel_dnat(hops: list[NftHop]) -> str | None:
-    for h in hops:
-        m = re.search(r"dnat (?:ip )?to (\S+)$", h.rule_text or "")
-        if h.table == KUBE_PROXY and m and h.verdict == "accept":
+    """Where kube-proxy DNATed the packet: the rule's target, or (1.36's DNAT map, whose rule does not
+    say which arm acted) the destination of the next `packet:` line after the rule."""
+    for i, h in enumerate(hops):
+        if h.table != KUBE_PROXY or h.verdict != "accept":
+            continue
+        m = re.search(r"\bdnat (?:ip )?to (\S+)$", h.rule_text or "")
+        if m:
             return m[1]
+        if DNAT_MAP.search(h.rule_text or ""):
+            f = packet_fields(next((x.packet for x in hops[i + 1:] if x.packet), "") or "")
+            return f"{f['ip daddr']}:{f['dport']}" if "ip daddr" in f and "dport" in f else None
     return None
 
 
@@ -57,7 +65,8 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
         for hops in journeys(text):
             first = next((h for h in hops if h.table == KUBE_PROXY and h.packet is not None), None)
             pkt = _packet(first, proto) if first else None
-            if pkt is None or pkt.src in replies_from:
+            # a backend's reply is not a request; a hairpin request comes from a backend too, to the service
+            if pkt is None or (pkt.src in replies_from and (pkt.dst, pkt.dport) != (flow.dst_ip, flow.dst_port)):
                 continue
             pred = predict_for_topology(topo, node, pkt, state=proxy.node(node))
             for d in compare_paths(pred, kube_path(hops), _kernel_dnat(hops)):
@@ -70,7 +79,9 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
                 table = table or proxy.node(node).walk.nft
                 acted = [h for h in hops if h.table == KUBE_PROXY and h.rule is not None]
                 ex.chains[node] = list(dict.fromkeys(h.chain for h in acted))
-                walk = [[h.chain, f"{attribute(h, table, first.packet)} -> {h.verdict}"] for h in acted]  # type: ignore[union-attr]
+                dnat = _kernel_dnat(hops)
+                walk = [[h.chain, f"{attribute(h, table, first.packet, dnat)} -> {h.verdict}"]  # type: ignore[union-attr]
+                        for h in acted]
                 ex.hooks[node] = {"walk": walk, "text": " -> ".join(ex.chains[node])}
     if ex.traced and not ex.oracle_checked and ex.reason is None:
         ex.reason = "no new request packet entered kube-proxy's table in the trace"
@@ -95,14 +106,17 @@ def _nat_phrases(hops: list[NftHop], table: Table) -> dict[str, list[str]]:
     acted = [h for h in hops if h.table == KUBE_PROXY and h.rule is not None]
     choices = [h for h in acted if re.search(r"vmap (@|\{)", h.rule_text or "")
                or (h.rule_text or "").startswith("ip saddr @affinity-")]
+    dnat = _kernel_dnat(hops)
     for h in acted:
         text = h.rule_text or ""
-        if re.search(r"\bdnat (?:ip )?to \S+$", text) and h.verdict == "accept":
-            via = "; ".join(attribute(x, table, pkt) for x in choices)
+        if h.verdict == "accept" and (re.search(r"\bdnat (?:ip )?to \S+$", text) or DNAT_MAP.search(text)):
+            via = "; ".join(attribute(x, table, pkt, dnat) for x in choices + ([h] if DNAT_MAP.search(text) else []))
             out["DNAT"].append(f"DNAT by {h.chain}" + (f" (via {via})" if via else ""))
-        elif text.startswith("masquerade") and h.verdict == "accept":
-            out["SNAT"].append(f"masquerade by {h.chain}")
-        elif h.verdict == "jump mark-for-masquerade" and f"masquerade mark by {h.chain}" not in out["MARK"]:
+        elif re.search(r"\bmasquerade\b", text) and h.verdict == "accept":
+            hairpin = " (@hairpin-connections)" if "@hairpin-connections" in text else ""
+            out["SNAT"].append(f"masquerade by {h.chain}{hairpin}")
+        elif (h.verdict == "jump mark-for-masquerade" or "meta mark set meta mark |" in text) \
+                and f"masquerade mark by {h.chain}" not in out["MARK"]:
             out["MARK"].append(f"masquerade mark by {h.chain}")
     return out
 

@@ -24,7 +24,7 @@ CIDR = Annotated[str, Field(description="an IPv4 network such as 10.244.0.0/16")
 OLDEST_MINOR, NEWEST_MINOR = 10, 37  # kube-proxy releases 1.10 .. 1.37 are modelled (see proxy/versions.py)
 NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
 # nftables mode (alpha in 1.29) releases kpemu models (kpemu.proxy.nftables.eras).
-OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 35
+OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 36
 
 
 def _check_ip(value: str) -> str:

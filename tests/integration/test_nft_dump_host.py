@@ -15,7 +15,7 @@ from kpemu.dumps.nftdrift import check_node_nft
 from kpemu.dumps.nftpath import nft_node, run_nft_trace
 from kpemu.kernel import netns as nsmod
 from kpemu.model import load_topology
-from kpemu.model.topology import Topology
+from kpemu.model.topology import NEWEST_NFT_MINOR, OLDEST_NFT_MINOR, Topology
 from kpemu.proxy.nftables import nftables_transaction
 from tests.conftest import ROOT, needs_root
 
@@ -53,7 +53,7 @@ def _flows(topo: Topology) -> list[Packet]:
     return out
 
 
-@pytest.mark.parametrize("version", ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34", "1.35"])
+@pytest.mark.parametrize("version", [f"1.{m}" for m in range(OLDEST_NFT_MINOR, NEWEST_NFT_MINOR + 1)])
 def test_kernel_listing_reads_back_equal_and_walks_alike(scratch: str, version: str) -> None:
     rich = load_topology(DATA / "rich.yaml")
     topo = rich.model_copy(update={"kubeProxy": rich.kubeProxy.model_copy(update={"mode": "nftables",
