@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 from kpemu.model import load_topology
-from kpemu.model.topology import NEWEST_MINOR, NEWEST_NFT_MINOR, OLDEST_MINOR, OLDEST_NFT_MINOR, Topology
+from kpemu.model.modes import MODE_FACTS
+from kpemu.model.topology import NEWEST_MINOR, Topology
 from kpemu.proxy.render import render_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,8 +30,7 @@ TOPOLOGY = ROOT / "tests" / "data" / "rich.yaml"
 GOLDEN = ROOT / "tests" / "data" / "golden"
 NODE = "node2"
 # Mode -> the releases it is modelled for.
-RELEASES = {"iptables": range(OLDEST_MINOR, NEWEST_MINOR + 1), "ipvs": range(OLDEST_MINOR, NEWEST_MINOR + 1),
-            "nftables": range(OLDEST_NFT_MINOR, NEWEST_NFT_MINOR + 1)}
+RELEASES = {name: range(f.first_minor, (f.last_minor or NEWEST_MINOR) + 1) for name, f in MODE_FACTS.items()}
 MODES = tuple(RELEASES)
 
 
