@@ -30,10 +30,10 @@ from kpemu.analyse.hooks import CLAIMS, check_hook_claim, hook_walk, hooks_only,
 from kpemu.analyse.ledger import ConnLedger, FlowLedger
 from kpemu.analyse.oracle import Packet, Prediction, compare_paths, predict_for_topology
 from kpemu.analyse.verdict import Verdict, connection_verdict
-from kpemu.kernel.trace import LOST_EVENTS, FlowMatch
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
+from kpemu.plan.tracing import LOST_EVENTS, FlowMatch
 from kpemu.proxy.modes import mode_of, proxy_state
 from kpemu.proxy.state import ProxyState
 

@@ -17,9 +17,10 @@ def _check_file(ref: str) -> dict[str, Any]:
     """One file's validation result: {file, kind, ok, problems}."""
     from kpemu.examples import resolve
     from kpemu.model.scenario import Scenario, load_file
+    from kpemu.plan.fabric import capture_points
 
     try:
-        kind = "scenario" if isinstance(load_file(resolve(ref)), Scenario) else "topology"
+        kind = "scenario" if isinstance(load_file(resolve(ref), capture_points), Scenario) else "topology"
         return {"file": ref, "kind": kind, "ok": True, "problems": []}
     except InputError as e:
         return {"file": ref, "kind": None, "ok": False,

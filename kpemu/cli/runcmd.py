@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from kpemu.model.scenario import load_scenario
+    from kpemu.plan.fabric import capture_points
     from kpemu.report.terminal import print_summary
     from kpemu.run import choose_runtimes, out_dir_for, resolved, run_in_guest, run_scenario
 
@@ -28,7 +29,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     args.scenarios = [str(resolve(f)) for f in args.scenarios]  # example:NAME -> the shipped file
     # every file valid before anything is built
-    scenarios = [load_scenario(f, args.proxy_mode) for f in args.scenarios]
+    scenarios = [load_scenario(f, args.proxy_mode, capture_points) for f in args.scenarios]
     names = [sc.name for sc in scenarios]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
@@ -107,11 +108,12 @@ def _variants(file: str, notes: dict[str, str]) -> dict[str, Scenario]:
     mode (iptables), the one every other is compared with, must load."""
     from kpemu.model.modes import MODE_FACTS
     from kpemu.model.scenario import load_scenario
+    from kpemu.plan.fabric import capture_points
 
     out = {}
     for m in MODE_FACTS:
         try:
-            out[m] = load_scenario(file, m)
+            out[m] = load_scenario(file, m, capture_points)
         except InputError as e:
             if not out:
                 raise

@@ -41,8 +41,9 @@ from kpemu.kernel.drops import DropSession, start_drop_tracing
 from kpemu.kernel.faults import apply_faults
 from kpemu.kernel.labstate import LabState, state_path
 from kpemu.kernel.nfttrace import start_nft_tracing
-from kpemu.kernel.trace import FlowMatch, start_tracing
+from kpemu.kernel.trace import start_tracing
 from kpemu.pace import scaled
+from kpemu.plan.tracing import FlowMatch
 from kpemu.plan.types import Interface
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.client import connections

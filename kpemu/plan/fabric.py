@@ -131,3 +131,8 @@ def loadbalancer_rules(topo: Topology, lb: External) -> str:
                 )
     lines += ["-A POSTROUTING -m conntrack --ctstate DNAT -j MASQUERADE", "COMMIT", ""]
     return "\n".join(lines)
+
+
+def capture_points(topo: Topology) -> set[str]:
+    """Every interface a capture can be taken on, as "member/interface" (what a hop's `at` names)."""
+    return {f"{i.member}/{i.name}" for i in plan_fabric(topo).interfaces}
