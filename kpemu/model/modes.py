@@ -19,7 +19,7 @@ class ModeFacts:
     title: str  # how reports write it
     first_minor: int  # oldest kube-proxy release (1.<minor>) kpemu models the mode for
     last_minor: int | None  # newest one, None: every modelled release
-    releases: str  # the fix for a release outside them ({version}: the topology's)
+    releases: str  # which releases kpemu models the mode for, and why not others
     scheduler: bool = False  # whether kubeProxy.scheduler applies
     config_section: str = "iptables"  # the KubeProxyConfiguration section it reads masqueradeBit/-All from
 
@@ -29,12 +29,10 @@ class ModeFacts:
 
 
 MODE_FACTS: dict[str, ModeFacts] = {f.name: f for f in (
-    ModeFacts("iptables", "iptables", 10, None,
-              "iptables mode is modelled from kube-proxy 1.10; raise kubeProxy.version"),
-    ModeFacts("ipvs", "IPVS", 11, None, "IPVS mode is modelled from kube-proxy 1.11 (GA); raise kubeProxy.version",
-              scheduler=True),
+    ModeFacts("iptables", "iptables", 10, None, "iptables mode is modelled from kube-proxy 1.10"),
+    ModeFacts("ipvs", "IPVS", 11, None, "IPVS mode is modelled from kube-proxy 1.11 (GA)", scheduler=True),
     ModeFacts("nftables", "nftables", OLDEST_NFT_MINOR, NEWEST_NFT_MINOR,
               f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} to "
-              f"1.{NEWEST_NFT_MINOR}, got {{version}}: raise kubeProxy.version or use mode iptables",
-              config_section="nftables"),
+              f"1.{NEWEST_NFT_MINOR} (1.37 rewrote the single-endpoint DNAT rule, #140723 and #140960, whose "
+              "released text kpemu has not pinned yet)", config_section="nftables"),
 )}

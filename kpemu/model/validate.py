@@ -212,7 +212,9 @@ def _check_kube_proxy(topo: Topology, bad: Report) -> None:
                                  f"1.{NEWEST_MINOR}")
     facts = MODE_FACTS[kp.mode]
     if OLDEST_MINOR <= kp.minor <= NEWEST_MINOR and not facts.accepts(kp.minor):
-        bad("kubeProxy.mode", facts.releases.format(version=kp.version))
+        fix = (f"raise kubeProxy.version to 1.{facts.first_minor}" if kp.minor < facts.first_minor else
+               f"lower kubeProxy.version to 1.{facts.last_minor}")
+        bad("kubeProxy.mode", f"{facts.releases}; got {kp.version}: {fix} or use mode iptables")
     if kp.scheduler != "rr" and not facts.scheduler:
         bad("kubeProxy.scheduler", "scheduler only applies to mode: "
             + " or ".join(f.name for f in MODE_FACTS.values() if f.scheduler))

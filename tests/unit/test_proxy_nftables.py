@@ -179,9 +179,10 @@ def test_listing_formats() -> None:
 
 
 @pytest.mark.parametrize(("version", "message"), [
-    ("1.28", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29 \(alpha\); kpemu models 1.29 to 1.36, "
-             r"got 1.28"),
-    ("1.37", r"kpemu models 1.29 to 1.36, got 1.37"),  # 1.37's single-endpoint DNAT text is unpinned
+    ("1.28", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29 \(alpha\); kpemu models 1.29 to 1.36 .*; "
+             r"got 1.28: raise kubeProxy.version to 1.29 or use mode iptables"),
+    ("1.37", r"kpemu models 1.29 to 1.36 \(1.37 rewrote the single-endpoint DNAT rule, #140723 and #140960, .*\); "
+             r"got 1.37: lower kubeProxy.version to 1.36 or use mode iptables"),
     ("1.10", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29"),
 ])
 def test_nftables_mode_needs_a_release_that_has_it(tmp_path: Path, version: str, message: str) -> None:
