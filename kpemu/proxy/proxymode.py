@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from kpemu.model.modes import ModeFacts
 from kpemu.model.topology import KubeProxy, Topology
 from kpemu.plan.batch import Step
+from kpemu.proxy.hookprose import Explainer
 from kpemu.proxy.rules import RuleSet
 from kpemu.proxy.state import NodeProxyState
 from kpemu.proxy.xtables import RESTORE
@@ -36,6 +37,7 @@ class ProxyMode:
     features: tuple[str, ...]  # kernel.probe feature names the mode needs
     nfacct: bool = False  # its rules may name kube-proxy's nfacct counters (kubeProxy.nfacct applies)
     notice: Callable[[KubeProxy], str | None] = _no_notice  # what kube-proxy logs at startup, e.g. a deprecation
+    explain_hooks: Explainer | None = None  # why a traced packet's hooks match the claims (kpemu.analyse.hooks)
 
     @property
     def name(self) -> str:

@@ -8,6 +8,7 @@ from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, sysctl_steps
 from kpemu.plan.types import Sysctl
 from kpemu.proxy.iptables.generate import iptables_rules, needs_route_localnet, restore_text, uses_nfacct
+from kpemu.proxy.iptables.hooks import explain_hooks
 from kpemu.proxy.proxymode import ProxyMode, iptables_readback, restore_step
 from kpemu.proxy.save import save_text
 from kpemu.proxy.state import NodeProxyState, Walk
@@ -29,4 +30,5 @@ def build(topo: Topology, node: str, kernel: tuple[int, int] | None = None) -> N
 
 MODE = ProxyMode(
     MODE_FACTS["iptables"], ("iptables-restore", "iptables-save"), build,
-    saved=("iptables", "ipset"), trace="iptables-trace", features=("match:statistic",), nfacct=True)
+    saved=("iptables", "ipset"), trace="iptables-trace", features=("match:statistic",), nfacct=True,
+    explain_hooks=explain_hooks)

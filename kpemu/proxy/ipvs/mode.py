@@ -8,6 +8,7 @@ from kpemu.model.topology import KubeProxy, Topology
 from kpemu.plan.batch import Step, batch_step, sysctl_steps
 from kpemu.plan.types import Sysctl
 from kpemu.proxy.ipvs.generate import DUMMY_DEVICE, ipvs_rules
+from kpemu.proxy.ipvs.hooks import explain_hooks
 from kpemu.proxy.ipvs.ipset_text import restore_input
 from kpemu.proxy.proxymode import ProxyMode, iptables_readback, restore_step
 from kpemu.proxy.save import ruleset_from_restore, save_text
@@ -51,4 +52,5 @@ MODE = ProxyMode(
     MODE_FACTS["ipvs"], ("iptables-restore", "iptables-save", "ipset", "ipvs"), build,
     saved=("iptables", "ipset", "ipvs"), trace="iptables-trace",
     features=("ip_vs", "dummy", "ipset:hash:ip,port", "ipset:hash:ip,port,ip", "ipset:hash:ip,port,net",
-              "ipset:bitmap:port", "match:set", "tool:ipset", "tool:ipvsadm"), notice=notice)
+              "ipset:bitmap:port", "match:set", "tool:ipset", "tool:ipvsadm"),
+    notice=notice, explain_hooks=explain_hooks)

@@ -7,6 +7,7 @@ from kpemu.model.names import netns_name
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step
 from kpemu.proxy.nftables.generate import nftables_transaction
+from kpemu.proxy.nftables.hooks import explain_hooks
 from kpemu.proxy.nftables.listing import listing
 from kpemu.proxy.proxymode import ProxyMode
 from kpemu.proxy.state import NodeProxyState, Walk
@@ -25,4 +26,4 @@ def build(topo: Topology, node: str, kernel: tuple[int, int] | None = None) -> N
 
 MODE = ProxyMode(
     MODE_FACTS["nftables"], ("nft", "nft-list"), build,
-    saved=("iptables", "nft"), trace="nft-monitor", features=("tool:nft", "nftables"))
+    saved=("iptables", "nft"), trace="nft-monitor", features=("tool:nft", "nftables"), explain_hooks=explain_hooks)
