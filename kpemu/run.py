@@ -30,8 +30,8 @@ from kpemu.jobs.verify import check_saved_rules
 from kpemu.kernel import counters
 from kpemu.model.scenario import Scenario
 from kpemu.outlock import holding_out_dir, out_dir_lock
-from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Interface, Plan
+from kpemu.proxy.modes import proxy_state
 from kpemu.report.html import render_html
 from kpemu.report.markdown import render_markdown
 from kpemu.traffic.result import FlowResult
@@ -138,13 +138,14 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     explanations: dict[str, FlowExplanation] = {}
     altered = frozenset([f["member"] for f in col.faults if f.get("delete_rules")]
                         + [n for f in col.faults for n in f.get("rules_changed") or ()])
+    proxy = plan.proxy or proxy_state(sc.topology)
     for flow in sc.flows:
         res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
         fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,
                                res.connections, packets, infos)
         attach_state(fl, conntrack, ipvs)
         explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
-                                             texts, ipvs_services, altered)
+                                             texts, ipvs_services, altered, proxy)
         ledgers.append(fl)
     write_run_pcapngs(out, infos, files, ledgers, packets)
     by_name = {fl.name: fl for fl in ledgers}
@@ -211,27 +212,40 @@ def resolved(sc: Scenario, runtime: str) -> Scenario:
     return replace(sc, topology=with_nfacct(resolve_random_fully(sc.topology), supported))
 
 
-def scenario_job(sc: Scenario, trace: bool = True, kernel: str | None = None) -> dict[str, Any]:
-    """The collect job of a (resolved) scenario, for the kernel release `kernel` (default: this one)."""
+def run_plan(sc: Scenario, kernel: str | None = None) -> Plan:
+    """The (resolved) scenario's plan with kube-proxy's state of every node, generated once for the
+    kernel release `kernel` (default: this one); the job and the analysis of the run both use it."""
+    from kpemu.jobs.build import lab_plan, release_tuple
+
+    return lab_plan(sc.topology, release_tuple(kernel or os.uname().release))
+
+
+def scenario_job(sc: Scenario, trace: bool = True, kernel: str | None = None, plan: Plan | None = None,
+                 ) -> dict[str, Any]:
+    """The collect job of a (resolved) scenario, for the kernel release `kernel` (default: this one), from
+    its `run_plan` (made here when not given)."""
     from kpemu.jobs.build import collect_job, release_tuple
 
-    return collect_job(sc, plan_fabric(sc.topology), release_tuple(kernel or os.uname().release), trace)
+    plan = plan or run_plan(sc, kernel)
+    return collect_job(sc, plan, release_tuple(kernel or os.uname().release), trace)
 
 
 @holding_out_dir
-def collect_scenario(sc: Scenario, out: Path, trace: bool = True, progress: Progress = _quiet) -> float:
+def collect_scenario(sc: Scenario, out: Path, trace: bool = True, progress: Progress = _quiet,
+                     plan: Plan | None = None) -> float:
     """The kernel half of a run on this kernel (kpemu.jobs.execute): deploy, serve, capture, send,
     snapshot, destroy (always). Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`."""
     from kpemu.jobs.execute import collect
 
     lab.require_root()
-    return collect(scenario_job(sc, trace), out, progress)
+    return collect(scenario_job(sc, trace, plan=plan), out, progress)
 
 
 def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
-                     reason: str = "", progress: Progress = _quiet) -> RunResult:
+                     reason: str = "", progress: Progress = _quiet, plan: Plan | None = None) -> RunResult:
     """The pure half of a run, from the files `collect_scenario` left in `out`: ledger, attribution,
-    oracle, checks; writes hops.json, report.md and report.html."""
+    oracle, checks; writes hops.json, report.md and report.html. `plan`: the run's (`run_plan`), made
+    here for the kernel that collected the files when not given."""
     started = time.perf_counter()
     path = out / COLLECTED
     if not path.is_file():
@@ -241,8 +255,8 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     if "readback" in data:
         check_saved_rules(data["readback"], out / "rules")
     progress(f"analysing {sc.name}: ledger, pcapng, attribution, oracle, reports")
-    a = analyse(sc, plan_fabric(sc.topology), collected_from_json(data), out, update_goldens, runtime, reason,
-                data["kernel"])
+    a = analyse(sc, plan or run_plan(sc, data["kernel"]), collected_from_json(data), out, update_goldens, runtime,
+                reason, data["kernel"])
     hops = a.hops
     seconds = data["seconds"] + time.perf_counter() - started
     hops["seconds"] = round(seconds, 3)
@@ -269,9 +283,10 @@ def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime:
     """Run one (resolved) scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/,
     rules/, trace/."""
     warm = _warm_scapy()
-    collect_scenario(sc, out, trace, progress)
+    plan = run_plan(sc)
+    collect_scenario(sc, out, trace, progress, plan)
     warm.join(timeout=10)
-    return analyse_scenario(sc, out, update_goldens, runtime, reason, progress)
+    return analyse_scenario(sc, out, update_goldens, runtime, reason, progress, plan)
 
 
 def out_dir_for(out: str | None, name: str, several: bool) -> Path:
@@ -305,23 +320,26 @@ def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update
     from kpemu import guest
 
     release = guest.kernel_release()
-    reqs = [("collect", {"job": {**scenario_job(sc, trace, release), "render": False}}) for sc, _ in scenarios]
+    plans = [run_plan(sc, release) for sc, _ in scenarios]
+    reqs = [("collect", {"job": {**scenario_job(sc, trace, release, plan), "render": False}})
+            for (sc, _), plan in zip(scenarios, plans, strict=True)]
     with contextlib.ExitStack() as held:  # each output folder is this run's from here on
         for _, out in scenarios:
             held.enter_context(out_dir_lock(out))
         how, answers = guest.send(reqs, cold_root, progress)
-        return _analyse_guest_runs(scenarios, answers, how, update_goldens, reason, progress)
+        return _analyse_guest_runs(scenarios, plans, answers, how, update_goldens, reason, progress)
 
 
-def _analyse_guest_runs(scenarios: list[tuple[Scenario, Path]], answers: list[tuple[Path, dict]], how: str,
-                        update_goldens: bool, reason: str, progress: Progress,
+def _analyse_guest_runs(scenarios: list[tuple[Scenario, Path]], plans: list[Plan], answers: list[tuple[Path, dict]],
+                        how: str, update_goldens: bool, reason: str, progress: Progress,
                         ) -> tuple[list[RunResult], list[tuple[str, KpemuError]]]:
-    """Move what the guest collected into each output folder, render its captures, analyse it."""
+    """Move what the guest collected into each output folder, render its captures, analyse it (with the
+    plan its job was made from)."""
     from kpemu.capture.tcpdump import render_pcaps
     from kpemu.jobs.execute import prepare_out
 
     results, failed = [], []
-    for (sc, out), (work, res) in zip(scenarios, answers, strict=True):
+    for (sc, out), plan, (work, res) in zip(scenarios, plans, answers, strict=True):
         if res["rc"] != 0:
             failed.append((sc.name, EnvironmentProblem(f"{sc.name}: in the guest: {res.get('error', '')}",
                                                        f"see {work}")))
@@ -333,7 +351,8 @@ def _analyse_guest_runs(scenarios: list[tuple[Scenario, Path]], answers: list[tu
             shutil.move(str(item), dest)
         render_pcaps(sorted((out / "pcaps").glob("*.pcap")), out / "capture")
         try:
-            results.append(analyse_scenario(sc, out, update_goldens, "vm", f"{reason}; {how} guest", progress))
+            results.append(analyse_scenario(sc, out, update_goldens, "vm", f"{reason}; {how} guest", progress,
+                                            plan))
         except KpemuError as e:
             failed.append((sc.name, e))
     return results, failed

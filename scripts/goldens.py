@@ -9,7 +9,9 @@ boundary makes); tests/unit/test_goldens.py checks every modelled release agains
 against upstream source when written: the iptables 1.31 golden's rule shapes are those of
 TestOverallIPTablesRules (tests/unit/test_upstream_iptables.py); the IPVS 1.29 golden's
 `-A OUTPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-OUT-FILTER` and
-1.26's INPUT -> KUBE-IPVS-FILTER are pkg/proxy/ipvs/proxier.go's iptablesJumpChain entries.
+1.26's INPUT -> KUBE-IPVS-FILTER are pkg/proxy/ipvs/proxier.go's iptablesJumpChain entries; the
+nftables 1.34 and 1.36 goldens' rule shapes are those of TestOverallNFTablesRules
+(tests/unit/test_proxy_nftables.py). nftables mode's goldens start at 1.29, where the mode starts.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ import sys
 from pathlib import Path
 
 from kpemu.model import load_topology
-from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR, Topology
+from kpemu.model.modes import MODE_FACTS
+from kpemu.model.topology import NEWEST_MINOR, Topology
 from kpemu.proxy.render import render_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGY = ROOT / "tests" / "data" / "rich.yaml"
 GOLDEN = ROOT / "tests" / "data" / "golden"
 NODE = "node2"
-MODES = ("iptables", "ipvs")
+# Mode -> the releases it is modelled for.
+RELEASES = {name: range(f.first_minor, (f.last_minor or NEWEST_MINOR) + 1) for name, f in MODE_FACTS.items()}
+MODES = tuple(RELEASES)
 
 
 def dump(mode: str, minor: int, topo: Topology | None = None) -> str:
@@ -41,7 +46,7 @@ def goldens(mode: str) -> dict[int, str]:
     topo = load_topology(TOPOLOGY)
     out: dict[int, str] = {}
     last = None
-    for minor in range(OLDEST_MINOR, NEWEST_MINOR + 1):
+    for minor in RELEASES[mode]:
         text = dump(mode, minor, topo)
         if text != last:
             out[minor] = text

@@ -30,11 +30,12 @@ from kpemu.analyse.hooks import CLAIMS, check_hook_claim, hook_walk, hooks_only,
 from kpemu.analyse.ledger import ConnLedger, FlowLedger
 from kpemu.analyse.oracle import Packet, Prediction, compare_paths, predict_for_topology
 from kpemu.analyse.verdict import Verdict, connection_verdict
-from kpemu.kernel.trace import LOST_EVENTS, FlowMatch
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
-from kpemu.proxy.modes import mode_of
+from kpemu.plan.tracing import LOST_EVENTS, FlowMatch
+from kpemu.proxy.modes import mode_of, proxy_state
+from kpemu.proxy.state import ProxyState
 
 MAX_COUNTER_RULES = 40
 MAX_DROP_EVENTS = 40
@@ -237,16 +238,18 @@ class FlowExplanation:
 def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
                  captures: Mapping[str, str] | None = None,
                  ipvs_services: Mapping[str, str] | None = None,
-                 altered: frozenset[str] = frozenset()) -> FlowExplanation:
+                 altered: frozenset[str] = frozenset(), proxy: ProxyState | None = None) -> FlowExplanation:
     """Attribute, walk hooks, check the hook claim and the oracle for one flow (fills `fl`'s `by` in place).
 
     `ipvs_services` is each node's `ipvsadm -Sn` text (rules/<node>.ipvs), for schedulers and decisions;
-    `altered`: nodes whose kube-proxy rules a fault changed (the model oracle knows only the generated rules).
+    `altered`: nodes whose kube-proxy rules a fault changed (the model oracle knows only the generated rules);
+    `proxy`: the run's generated kube-proxy state (the plan's), which the oracle walks (generated here if None).
     """
+    proxy = proxy or proxy_state(topo)
     if mode_of(topo).trace == "nft-monitor":
         from kpemu.analyse.nftexplain import explain_nft_flow
 
-        return explain_nft_flow(topo, flow, fl, data)
+        return explain_nft_flow(topo, flow, fl, data, proxy)
     services = ipvs_services or {}
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
     nodes = [n.name for n in topo.nodes]
@@ -269,6 +272,7 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
         ex.reason = "tracing was off (--no-trace)"
     _counter_masquerade(ex, fl)
     cache: dict[tuple[str, Packet], Prediction] = {}
+    ipvs = mode_of(topo).has_ipvs
     rep = fl.representative
     _verdicts(topo, fl, atts, data, ex, services)
     for cl in fl.connections:
@@ -295,10 +299,10 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
                 continue
             key = (p.node, pkt)
             if key not in cache:
-                cache[key] = predict_for_topology(topo, p.node, pkt)
+                cache[key] = predict_for_topology(topo, p.node, pkt, state=proxy.node(p.node))
             pred = cache[key]
-            dnat = kernel_dnat(p) or (_ipvs_dnat(cl, p.node) if topo.kubeProxy.mode == "ipvs" else None)
-            if topo.kubeProxy.mode == "ipvs" and "POSTROUTING" not in hooks_only(p):
+            dnat = kernel_dnat(p) or (_ipvs_dnat(cl, p.node) if ipvs else None)
+            if ipvs and "POSTROUTING" not in hooks_only(p):
                 pred = _until_postrouting(pred)  # IPVS sends the packet on untraced (see below)
             for d in compare_paths(pred, kernel_kube_path(p), dnat):
                 text = f"connection {cl.index}: {d.describe()}"
@@ -330,7 +334,7 @@ def _verdicts(topo: Topology, fl: FlowLedger, atts: Mapping[int, ConnAttribution
                       key=lambda p: order.index(p.node) if p.node in order else len(order))
         for h in cl.hops:
             netns.setdefault(h.info.member, h.info.netns)
-        v = connection_verdict(cl, pkts, events, members, netns, topo.kubeProxy.mode, services, unavailable, note)
+        v = connection_verdict(cl, pkts, events, members, netns, mode_of(topo).has_ipvs, services, unavailable, note)
         if v is not None:
             ex.verdicts[cl.index] = v
 

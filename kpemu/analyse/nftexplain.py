@@ -1,12 +1,13 @@
 """Explain a flow in nftables mode (pure): `nft monitor trace` hops against the nft oracle.
 
 For every traced packet (its trace groups joined across NAT, nfttrace.journeys) that enters
-kube-proxy's table as a new request (its first kube-proxy
-`packet:` line is not a reply from the service or a backend), the kube-proxy rules the kernel
-reports are compared with the outcomes kpemu.analyse.nftwalk predicts for the same packet on the
-same node; each hop of the first such packet per node is attributed to the rule, verdict-map
-element or numgen arm that acted (kpemu.analyse.nfttrace.attribute), and the ledger's DNAT / SNAT
-changes say which chain, map element and numgen arm made them (`changed_by[].by`).
+kube-proxy's table as a new request (its first kube-proxy `packet:` line is not a reply from the
+service or a backend; a backend reaching its own service, hairpin, is a request), the kube-proxy
+rules the kernel reports are compared with the outcomes kpemu.analyse.nftwalk predicts for the
+same packet on the same node; each hop of the first such packet per node is attributed to the
+rule, verdict-map element or numgen arm that acted (kpemu.analyse.nfttrace.attribute), and the
+ledger's DNAT / SNAT changes say which chain, map element and numgen arm made them
+(`changed_by[].by`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from itertools import pairwise
 from kpemu.analyse.attribution import _ct_phrase, _outer_phrase
 from kpemu.analyse.explain import FlowExplanation, TraceData
 from kpemu.analyse.ledger import FlowLedger
-from kpemu.analyse.nfttrace import KUBE_PROXY, NftHop, attribute, journeys, kube_path
+from kpemu.analyse.nfttrace import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path, packet_fields
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
-from kpemu.proxy.nftables import nftables_transaction
 from kpemu.proxy.nftables.tx import Table
+from kpemu.proxy.state import ProxyState
 
 
 def _packet(hop: NftHop, proto: str) -> Packet | None:
@@ -37,17 +38,26 @@ def _packet(hop: NftHop, proto: str) -> Packet | None:
 
 
 def _kernel_dnat(hops: list[NftHop]) -> str | None:
-    for h in hops:
-        m = re.search(r"dnat (?:ip )?to (\S+)$", h.rule_text or "")
-        if h.table == KUBE_PROXY and m and h.verdict == "accept":
+    """Where kube-proxy DNATed the packet: the rule's target, or (1.36's DNAT map, whose rule does not
+    say which arm acted) the destination of the next `packet:` line after the rule."""
+    for i, h in enumerate(hops):
+        if h.table != KUBE_PROXY or h.verdict != "accept":
+            continue
+        m = re.search(r"\bdnat (?:ip )?to (\S+)$", h.rule_text or "")
+        if m:
             return m[1]
+        if DNAT_MAP.search(h.rule_text or ""):
+            f = packet_fields(next((x.packet for x in hops[i + 1:] if x.packet), "") or "")
+            return f"{f['ip daddr']}:{f['dport']}" if "ip daddr" in f and "dport" in f else None
     return None
 
 
-def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData) -> FlowExplanation:
-    """Model vs kernel and per-hop attribution for one flow from each node's `nft monitor trace`."""
+def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
+                     proxy: ProxyState) -> FlowExplanation:
+    """Model vs kernel and per-hop attribution for one flow from each node's `nft monitor trace`, against
+    the run's generated tables (`proxy`)."""
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
-    _attribute_ledger(topo, fl, data.texts)
+    _attribute_ledger(topo, fl, data.texts, proxy)
     proto = flow.protocol.lower()
     replies_from = {flow.dst_ip} | {ip for ip, _ in _backends(topo, flow)}
     for node, text in sorted(data.texts.items()):
@@ -55,9 +65,10 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
         for hops in journeys(text):
             first = next((h for h in hops if h.table == KUBE_PROXY and h.packet is not None), None)
             pkt = _packet(first, proto) if first else None
-            if pkt is None or pkt.src in replies_from:
+            # a backend's reply is not a request; a hairpin request comes from a backend too, to the service
+            if pkt is None or (pkt.src in replies_from and (pkt.dst, pkt.dport) != (flow.dst_ip, flow.dst_port)):
                 continue
-            pred = predict_for_topology(topo, node, pkt)
+            pred = predict_for_topology(topo, node, pkt, state=proxy.node(node))
             for d in compare_paths(pred, kube_path(hops), _kernel_dnat(hops)):
                 if d.describe() not in ex.disagreements:
                     ex.disagreements.append(d.describe())
@@ -65,10 +76,12 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
             if node not in ex.oracle_nodes:
                 ex.oracle_nodes.append(node)
             if node not in ex.chains:
-                table = table or nftables_transaction(topo, node).table()
+                table = table or proxy.node(node).walk.nft
                 acted = [h for h in hops if h.table == KUBE_PROXY and h.rule is not None]
                 ex.chains[node] = list(dict.fromkeys(h.chain for h in acted))
-                walk = [[h.chain, f"{attribute(h, table, first.packet)} -> {h.verdict}"] for h in acted]  # type: ignore[union-attr]
+                dnat = _kernel_dnat(hops)
+                walk = [[h.chain, f"{attribute(h, table, first.packet, dnat)} -> {h.verdict}"]  # type: ignore[union-attr]
+                        for h in acted]
                 ex.hooks[node] = {"walk": walk, "text": " -> ".join(ex.chains[node])}
     if ex.traced and not ex.oracle_checked and ex.reason is None:
         ex.reason = "no new request packet entered kube-proxy's table in the trace"
@@ -93,19 +106,22 @@ def _nat_phrases(hops: list[NftHop], table: Table) -> dict[str, list[str]]:
     acted = [h for h in hops if h.table == KUBE_PROXY and h.rule is not None]
     choices = [h for h in acted if re.search(r"vmap (@|\{)", h.rule_text or "")
                or (h.rule_text or "").startswith("ip saddr @affinity-")]
+    dnat = _kernel_dnat(hops)
     for h in acted:
         text = h.rule_text or ""
-        if re.search(r"\bdnat (?:ip )?to \S+$", text) and h.verdict == "accept":
-            via = "; ".join(attribute(x, table, pkt) for x in choices)
+        if h.verdict == "accept" and (re.search(r"\bdnat (?:ip )?to \S+$", text) or DNAT_MAP.search(text)):
+            via = "; ".join(attribute(x, table, pkt, dnat) for x in choices + ([h] if DNAT_MAP.search(text) else []))
             out["DNAT"].append(f"DNAT by {h.chain}" + (f" (via {via})" if via else ""))
-        elif text.startswith("masquerade") and h.verdict == "accept":
-            out["SNAT"].append(f"masquerade by {h.chain}")
-        elif h.verdict == "jump mark-for-masquerade" and f"masquerade mark by {h.chain}" not in out["MARK"]:
+        elif re.search(r"\bmasquerade\b", text) and h.verdict == "accept":
+            hairpin = " (@hairpin-connections)" if "@hairpin-connections" in text else ""
+            out["SNAT"].append(f"masquerade by {h.chain}{hairpin}")
+        elif (h.verdict == "jump mark-for-masquerade" or "meta mark set meta mark |" in text) \
+                and f"masquerade mark by {h.chain}" not in out["MARK"]:
             out["MARK"].append(f"masquerade mark by {h.chain}")
     return out
 
 
-def _attribute_ledger(topo: Topology, fl: FlowLedger, texts: dict[str, str]) -> None:
+def _attribute_ledger(topo: Topology, fl: FlowLedger, texts: dict[str, str], proxy: ProxyState) -> None:
     """Fill `changed_by[].by` from each node's trace (packets matched by node and IP id)."""
     by_id = {(node, _ip_id(j)): j for node, text in texts.items() for j in journeys(text)}
     tables: dict[str, Table] = {}
@@ -117,7 +133,7 @@ def _attribute_ledger(topo: Topology, fl: FlowLedger, texts: dict[str, str]) -> 
                     journey = by_id.get((node, hop.pkt.ip_id))
                     if ch.kind in ("DNAT", "SNAT") and journey and node in {n.name for n in topo.nodes}:
                         if node not in tables:
-                            tables[node] = nftables_transaction(topo, node).table()
+                            tables[node] = proxy.node(node).walk.nft  # type: ignore[assignment]
                         said = _nat_phrases(journey, tables[node])
                         ch.by += said["DNAT"] + said["MARK"] if ch.kind == "DNAT" else said["SNAT"]
                     elif ch.kind in ("encap", "decap"):

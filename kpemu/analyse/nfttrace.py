@@ -6,7 +6,8 @@ see kpemu.proxy.nftables.listing): the kernel reports every rule
 that matched (with the verdict it gave, `continue` for a statement), a chain's `policy`, and the
 packet itself. Hops are grouped by trace id (one id per packet). A hop whose rule looked a verdict
 map up is attributed to the map element that gave its verdict; a `numgen ... vmap { }` hop to the
-arm it took.
+arm it took; 1.36's `dnat ip to numgen random mod N map { }` hop to the arm whose address the
+packet was DNATed to (the kernel lists `dnat ip addr . port to` as `dnat ip to`).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def kube_path(hops: list[NftHop]) -> list[tuple[str, str, str | None]]:
     return [(h.table, h.chain, h.verdict) for h in hops if h.table == KUBE_PROXY and h.rule is not None]
 
 
-def _fields(packet: str) -> dict[str, str]:
+def packet_fields(packet: str) -> dict[str, str]:
     """ip saddr / ip daddr / proto / dport of a trace `packet:` line."""
     out = {}
     for k in ("ip saddr", "ip daddr"):
@@ -83,12 +84,30 @@ def _fields(packet: str) -> dict[str, str]:
     return out
 
 
-def attribute(hop: NftHop, table: Table, packet: str | None = None) -> str:
-    """What acted at `hop`: the verdict-map element or numgen arm behind its verdict, else the rule."""
+DNAT_MAP = re.compile(r"\bdnat ip to numgen random mod (\d+) map \{ (.*) \}$")
+
+
+def _dnat_map_arm(text: str, dnat: str | None) -> str | None:
+    """The arm of a 1.36 `dnat ip to numgen ... map { }` rule that DNATs to `dnat` (IP:port), as a
+    phrase; None if `text` is not such a rule or no arm matches."""
+    m = DNAT_MAP.search(text)
+    if not m or not dnat:
+        return None
+    ip, _, port = dnat.rpartition(":")
+    arm = next((a.strip() for a in m[2].split(",") if a.split(" : ", 1)[1].strip() == f"{ip} . {port}"), None)
+    return f"numgen map arm {arm} (1 in {m[1]})" if arm else None
+
+
+def attribute(hop: NftHop, table: Table, packet: str | None = None, dnat: str | None = None) -> str:
+    """What acted at `hop`: the verdict-map element or numgen arm behind its verdict (or, for a DNAT
+    map, the arm that gave `dnat`), else the rule."""
     text = hop.rule_text or ""
+    arm = _dnat_map_arm(text, dnat)
+    if arm:
+        return arm
     m = re.search(r"vmap @(\S+)$", text)
     if m and hop.verdict and m[1] in table.sets:
-        f = _fields(packet or "")
+        f = packet_fields(packet or "")
         proto, port = f.get("proto"), f.get("dport")
         for e in table.sets[m[1]].elements:
             if e.value != hop.verdict:

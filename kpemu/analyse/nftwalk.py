@@ -6,9 +6,14 @@ decision, or output for a local process; postrouting last), `jump` / `goto` / `r
 the kernel, verdict maps are looked up by their concatenated key, `numgen random mod N vmap`
 splits the walk into N outcomes of probability 1/N, sets and anonymous sets are CIDR-aware,
 `fib ... type local` asks the node's addresses, and the mark is tracked through `mark set` /
-`mark and M == 0 return`. Every matching rule is a step whose verdict is what `nft monitor trace`
+`mark and M == 0 return` (1.36+: inline `mark set mark or M` statements, `mark and M != 0 ...
+masquerade`, `ct status dnat` with the `@hairpin-connections` 4-tuple set, and `dnat ip addr . port
+to numgen random mod N map { ... }`, N outcomes of 1/N each, done by the policy chain itself).
+Every matching rule is a step whose verdict is what `nft monitor trace`
 prints for it (`continue`, `jump X`, `goto X`, `return`, `accept`, `drop`), so the kernel's trace
 and the model can be compared rule by rule.
+Rules are read as kube-proxy writes them or as `nft list` prints them (a node's real dump,
+kpemu.dumps.nft), so both are walked alike.
 """
 
 from __future__ import annotations
@@ -88,6 +93,20 @@ class _Walker:
             if m:
                 rest = rest[m.end():]
                 continue
+            m = re.match(r"ct status dnat\s*", rest)
+            if m:
+                if st.dnat is None:
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"ip saddr \. ip daddr \. meta l4proto \. th dport @(\S+)\s*", rest)
+            if m:  # 1.36+ hairpin-connections: (source, DNATed destination, protocol, port)
+                s = self.t.sets.get(m[1])
+                key = (st.src, st.dst, st.pkt.proto, str(st.dport))
+                if s is None or all(e.key != key for e in s.elements):
+                    return False, ""
+                rest = rest[m.end():]
+                continue
             if re.match(r"ct state invalid\s*", rest):  # the first packet of a connection is new
                 return False, ""
             m = re.match(r"ip daddr \. meta l4proto \. th dport (\. ip saddr )?@(\S+)\s*", rest)
@@ -139,9 +158,9 @@ class _Walker:
                     return False, ""
                 rest = rest[m.end():]
                 continue
-            m = re.match(r"mark and (0x[0-9a-f]+) == 0\s*", rest)
+            m = re.match(r"(?:mark and|meta mark &) (0x[0-9a-f]+) (==|!=) (?:0x)?0+\s*", rest)  # written | listed
             if m:
-                if st.mark & int(m[1], 16):
+                if bool(st.mark & int(m[1], 16)) != (m[2] == "!="):
                     return False, ""
                 rest = rest[m.end():]
                 continue
@@ -181,18 +200,29 @@ class _Walker:
         step = lambda v, s=st: self._step(s, c.name, text, comment, v)  # noqa: E731
         m = re.match(r"numgen random mod (\d+) vmap \{ (.*) \}$", action)
         if m:
-            arms = [a.split(" : ", 1)[1].strip() for a in m[2].split(" , ")]
+            arms = [a.split(" : ", 1)[1].strip() for a in re.split(r"\s*,\s*", m[2])]
             n = int(m[1])
             out = []
             for verdict in arms:
                 out += self._verdict(c, text, comment, verdict, st, prob / n, depth)
             return out
-        m = re.match(r"mark set mark (or|xor) (0x[0-9a-f]+)$", action)
+        m = re.match(r"(?:meta )?mark set (?:meta )?mark (or|xor|\||\^) (0x[0-9a-f]+)\s*", action)  # written | listed
         if m:
-            v = int(m[2], 16)
-            mark = st.mark | v if m[1] == "or" else st.mark ^ v
-            marked = st.marked or (m[1] == "or" and self.masq_bit is not None and bool(mark & self.masq_bit))
-            return [(prob, replace(st, steps=step("continue"), mark=mark, marked=marked), "continue")]
+            v, op = int(m[2], 16), {"|": "or", "^": "xor"}.get(m[1], m[1])
+            mark = st.mark | v if op == "or" else st.mark ^ v
+            marked = st.marked or (op == "or" and self.masq_bit is not None and bool(mark & self.masq_bit))
+            st = replace(st, mark=mark, marked=marked)
+            if m.end() < len(action):  # 1.36+: `... mark set mark xor M masquerade fully-random`
+                return self._action(c, text, comment, action[m.end():], st, prob, depth)
+            return [(prob, replace(st, steps=step("continue", st)), "continue")]
+        m = re.match(r"meta l4proto \S+ dnat ip (?:addr \. port )?to numgen random mod (\d+) map \{ (.*) \}$", action)
+        if m:  # 1.36+: the policy chain DNATs through an anonymous map, each arm 1/N (nft lists `dnat ip to`)
+            out = []
+            for arm in re.split(r"\s*,\s*", m[2]):
+                ip, _, port = arm.split(" : ", 1)[1].partition(" . ")
+                s = replace(st, steps=step("accept"), dnat=f"{ip}:{port}", ep_chain=c.name, dst=ip, dport=int(port))
+                out.append((prob / int(m[1]), s, "accept"))
+            return out
         if action.startswith("update @"):
             return [(prob, replace(st, steps=step("continue")), "continue")]
         m = re.match(r"meta l4proto \S+ dnat to (\S+)$", action)

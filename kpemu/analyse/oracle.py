@@ -17,10 +17,12 @@ difference is reported as "model vs kernel".
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from kpemu.cni import node_addresses
 from kpemu.proxy.rules import BUILTIN_CHAINS, Rule, RuleSet
+from kpemu.proxy.state import IpvsModel, NodeProxyState
 
 LOCALHOST = ipaddress.IPv4Network("127.0.0.0/8")
 _TERMINAL = {"ACCEPT", "DROP", "REJECT", "DNAT", "SNAT", "MASQUERADE", "REDIRECT"}
@@ -150,14 +152,6 @@ class _State:
     masq_chain: str | None = None
     ipvs: str | None = None
     post_mark: int = 0
-
-
-@dataclass(frozen=True)
-class IpvsModel:
-    """IPVS-mode extras: ipset members by set name (with types) and virtual servers."""
-
-    sets: Mapping[str, tuple[str, tuple[str, ...]]]  # name -> (type, members)
-    virtual_servers: tuple = ()  # kpemu.proxy.ipvsadm_text.VirtualServer
 
 
 def _is_kube(s: Step) -> bool:
@@ -437,43 +431,24 @@ def _outcome(prob: float, s: _State, verdict: str, hooks: tuple[str, ...]) -> Ou
 
 # -- convenience -----------------------------------------------------------------------------------
 def node_local_addresses(topo, node: str) -> set[str]:
-    """Addresses local to a node in the lab: its underlay IP and the CNI's addresses on it."""
-    import ipaddress as _ip
-
-    n = topo.node(node)
-    net = _ip.IPv4Network(n.podCIDR)
-    out = {n.ip, "127.0.0.1"}
-    if topo.cni == "calico-ipip":
-        out.add(n.tunnelIP or str(net.network_address + 1))
-    else:
-        out |= {str(net.network_address), str(net.network_address + 1)}
-    return out
+    """Addresses local to a node in the lab: loopback, its underlay IP and the CNI's addresses on it."""
+    return {"127.0.0.1", *node_addresses(topo, node)}
 
 
-def predict_for_topology(topo, node: str, pkt: Packet, rs: RuleSet | None = None) -> Prediction:
-    """`predict` with the rules kpemu generates for `node` (iptables or IPVS mode; nftables mode walks
-    kube-proxy's nft table with kpemu.analyse.nftwalk)."""
-    from kpemu.proxy.modes import mode_of
-    from kpemu.proxy.save import ruleset_from_restore
+def predict_for_topology(topo, node: str, pkt: Packet, rs: RuleSet | None = None,
+                         state: NodeProxyState | None = None) -> Prediction:
+    """`predict` on what kpemu generates for `node`: its kube-proxy `state` (the run's, generated here
+    when not given) walked as iptables rules (with IPVS's sets and virtual servers when the mode has
+    them; `rs` stands in for the rules) or as kube-proxy's nft table (kpemu.analyse.nftwalk)."""
+    from kpemu.proxy.modes import node_state
 
-    local = node_local_addresses(topo, node)
-    walks = mode_of(topo).oracle
-    if walks == "nftables":
+    walk = (state or node_state(topo, node)).walk
+    local = node_local_addresses(topo, node) | walk.local
+    if walk.nft is not None:
         from kpemu.analyse.nftwalk import predict_nft
-        from kpemu.proxy.nftables import nftables_transaction
 
-        table = nftables_transaction(topo, node).table()
-        return predict_nft(table, pkt, local, node, 1 << topo.kubeProxy.masqueradeBit)
-    if walks == "ipvs":
-        from kpemu.proxy.ipvs import ipvs_rules
-
-        state = ipvs_rules(topo, node)
-        model = IpvsModel({s.name: (s.type, s.members) for s in state.ipsets}, state.virtual_servers)
-        local |= set(state.bound_addresses) | set(state.node_addresses)
-        return predict(rs or ruleset_from_restore(state.restore_text()), pkt, local, node, model)
-    from kpemu.proxy.iptables import iptables_rules
-
-    return predict(rs or iptables_rules(topo, node), pkt, local, node)
+        return predict_nft(walk.nft, pkt, local, node, 1 << topo.kubeProxy.masqueradeBit)
+    return predict(rs or walk.rules, pkt, local, node, walk.ipvs)  # type: ignore[arg-type]
 
 
 # -- model vs kernel -------------------------------------------------------------------------------

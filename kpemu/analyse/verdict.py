@@ -153,13 +153,14 @@ def ipvs_empty_services(save_n: str) -> set[str]:
 
 
 def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: Sequence[DropEvent],
-                       drop_members: Mapping[int, str], netns: Mapping[str, str], mode: str = "iptables",
+                       drop_members: Mapping[int, str], netns: Mapping[str, str], ipvs: bool = False,
                        ipvs_services: Mapping[str, str] | None = None,
                        unavailable: Sequence[str] = (), time_note: str | None = None) -> Verdict | None:
     """The verdict for a connection that got no answer (None when it was answered).
 
     `packets`: the connection's traced packets (attribution), in hop order; `drops`: the flow's
     kernel drop events; `drop_members`: netns inode -> member; `netns`: member -> namespace name;
+    `ipvs`: kube-proxy balances with IPVS (an empty virtual service explains a silent drop);
     `unavailable`: why some evidence could not be collected, said when nothing was found; `time_note`: why
     the drops were read without their packets (they are joined by the connection's time window).
     """
@@ -205,7 +206,7 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
                     why=f"{icmp.pkt.src} answered with ICMP {name} instead of the service")
         v.text = f"refused on {sender}: ICMP {name} from {icmp.pkt.src}"
         return _with_entry(v, cl, packets)
-    if mode == "ipvs" and last is not None and last.info.node:
+    if ipvs and last is not None and last.info.node:
         empty = ipvs_empty_services((ipvs_services or {}).get(last.info.node, ""))
         svc = f"{last.pkt.proto.upper()} {last.pkt.dst}:{last.pkt.dport}"
         if svc in empty:

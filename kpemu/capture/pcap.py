@@ -1,12 +1,15 @@
 """Reading pcaps into flat packet records (pure): inner tuple, TCP flags, IP ID, seq, payload,
-and the outer header when the packet is VXLAN (UDP 8472/4789) or IPIP (IP protocol 4)."""
+and the outer header when the packet is VXLAN (a CNI's UDP port, or IANA's 4789) or IPIP (IP
+protocol 4)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-VXLAN_PORTS = (8472, 4789)
+from kpemu.cni import vxlan_ports
+
+VXLAN_PORTS = tuple(dict.fromkeys((*vxlan_ports(), 4789)))  # the CNIs' ports, then IANA's
 LINKTYPE_ETHERNET = 1
 RAW_LINKTYPES = (12, 101, 228)  # raw IP (tunl0 is ARPHRD_TUNNEL: no link-layer header)
 # tcpdump's order of TCP flag letters (print-tcp.c tcp_flag_values).

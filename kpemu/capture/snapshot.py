@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kpemu.kernel import netns as nsmod
-from kpemu.kernel.netfilter import SAVE
 from kpemu.pace import scaled
+from kpemu.proxy.xtables import SAVE
 
 
 def _out(ns: str, argv: list[str]) -> str:

@@ -11,6 +11,8 @@ from kpemu.cli.base import add_command
 from kpemu.errors import InputError
 
 if TYPE_CHECKING:
+    from kpemu.dumps.drift import Drift
+    from kpemu.dumps.nft import NftDump
     from kpemu.model.topology import Topology
 
 
@@ -26,30 +28,57 @@ def _known_node(topo: Topology, node: str) -> None:
         raise InputError(f"--node {node!r} is not a node of topology {topo.name!r}; valid nodes: {', '.join(names)}")
 
 
-def _no_nft(args: argparse.Namespace) -> None:
-    if getattr(args, "nft", None):
-        raise InputError(f"kpemu {args.command} --nft: nftables dumps (nft list ruleset) are not read yet; "
-                         "kube-proxy's nftables mode is being added. Use --iptables-save, or --ipvs with --ipset")
+def _nft_alone(args: argparse.Namespace) -> None:
+    """--nft is a whole nftables-mode node; the iptables and IPVS dumps belong to other modes."""
+    if args.nft and (args.iptables_save or args.ipvs or args.ipset):
+        raise InputError(f"kpemu {args.command}: --nft (nft list ruleset) is the dump of an nftables-mode node; "
+                         "give it alone, without --iptables-save, --ipvs or --ipset")
+
+
+def _read_nft(path: str) -> NftDump:
+    from kpemu.dumps.nft import parse_nft
+    from kpemu.dumps.read import read_text
+
+    return parse_nft(read_text(path), path)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from kpemu.dumps.trace import node_rules, packet, parse_endpoint, render_trace, run_trace, trace_json
+    from kpemu.proxy.modes import mode_of
 
-    _no_nft(args)
+    _nft_alone(args)
     src = parse_endpoint(args.src, "--src", need_port=False)
     dst = parse_endpoint(args.dst, "--dst", need_port=True)
     node_ips = [parse_endpoint(ip, "--node-ip", need_port=False)[0] for ip in args.node_ip]
     topo = _topology(args.topology)
     if topo is not None:
         _known_node(topo, args.node)
-    nr = node_rules(topo, args.node, node_ips, args.iptables_save, args.ipvs, args.ipset)
     pod_cidr = topo.node(args.node).podCIDR if topo is not None else None
+    dumps = args.iptables_save or args.ipvs or args.ipset
+    if args.nft or (topo is not None and mode_of(topo).has_nft and not dumps):
+        return _trace_nft(args, topo, node_ips, src, dst, pod_cidr)
+    nr = node_rules(topo, args.node, node_ips, args.iptables_save, args.ipvs, args.ipset)
     pkt, origin = packet(nr, src, dst, args.proto, pod_cidr, args.from_)
     pred = run_trace(nr, pkt)
     if args.output == "json":
         print(json.dumps(trace_json(nr, pred, origin), indent=2))
     else:
         print(render_trace(nr, pred, origin), end="")
+    return 0
+
+
+def _trace_nft(args: argparse.Namespace, topo: Topology | None, node_ips: list[str], src: tuple[str, int | None],
+               dst: tuple[str, int | None], pod_cidr: str | None) -> int:
+    """trace through table ip kube-proxy: the --nft dump's, else the topology's generated one."""
+    from kpemu.dumps.nftpath import nft_node, nft_packet, nft_trace_json, render_nft_trace, run_nft_trace
+
+    nn = nft_node(topo, args.node, node_ips, _read_nft(args.nft) if args.nft else None)
+    pkt, origin = nft_packet(nn, src, dst, args.proto, pod_cidr, args.from_)
+    pred = run_nft_trace(nn, pkt)
+    if args.output == "json":
+        print(json.dumps(nft_trace_json(nn, pred, origin), indent=2))
+    else:
+        print(render_nft_trace(nn, pred, origin), end="")
     return 0
 
 
@@ -91,17 +120,28 @@ def _schema_line(where: Path) -> str:
 
 
 def cmd_check_node(args: argparse.Namespace) -> int:
-    from kpemu.dumps.drift import check_node, drift_json, render_drift
+    from kpemu.dumps.drift import check_node
     from kpemu.dumps.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm, read_text
     from kpemu.model import load_topology
+    from kpemu.proxy.modes import mode_of
 
-    _no_nft(args)
+    _nft_alone(args)
     topo = load_topology(args.topology)
     _known_node(topo, args.node)
-    if not (args.iptables_save or args.ipvs or args.ipset):
+    if not (args.iptables_save or args.ipvs or args.ipset or args.nft):
         raise InputError("kpemu check-node: give the node's dumps to check: --iptables-save FILE "
-                         "(iptables-save), --ipvs FILE (ipvsadm -Sn), --ipset FILE (ipset save)")
-    if (args.ipvs or args.ipset) and topo.kubeProxy.mode != "ipvs":
+                         "(iptables-save), --ipvs FILE (ipvsadm -Sn), --ipset FILE (ipset save), --nft FILE "
+                         "(nft list ruleset)")
+    mode = mode_of(topo)
+    if bool(args.nft) != mode.has_nft:
+        raise InputError(f"kpemu check-node: --nft (nft list ruleset) goes with kube-proxy in nftables mode, and an "
+                         f"nftables-mode node needs --nft; topology {args.topology} has kubeProxy.mode "
+                         f"{topo.kubeProxy.mode}")
+    if args.nft:
+        from kpemu.dumps.nftdrift import check_node_nft
+
+        return _report_drift(check_node_nft(topo, args.node, _read_nft(args.nft)), args.output)
+    if (args.ipvs or args.ipset) and not mode.has_ipvs:
         raise InputError(f"kpemu check-node: --ipvs/--ipset need kube-proxy in IPVS mode; topology {args.topology} "
                          f"has kubeProxy.mode {topo.kubeProxy.mode}")
     compared = [f"{f} ({what})" for f, what in ((args.iptables_save, "iptables-save"), (args.ipvs, "ipvsadm -Sn"),
@@ -114,7 +154,13 @@ def cmd_check_node(args: argparse.Namespace) -> int:
         ipsets=parse_ipset_save(read_text(args.ipset), args.ipset).sets if args.ipset else None,
         compared=compared,
     )
-    if args.output == "json":
+    return _report_drift(drift, args.output)
+
+
+def _report_drift(drift: Drift, output: str) -> int:
+    from kpemu.dumps.drift import drift_json, render_drift
+
+    if output == "json":
         print(json.dumps(drift_json(drift), indent=2))
     else:
         print(render_drift(drift), end="")
@@ -131,20 +177,21 @@ def _dump_arguments(s: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    from kpemu.k8s.convert import CNIS
+    from kpemu.cni import names
 
     s = add_command(sub, "import", "Kubernetes objects (kubectl output, manifests) -> a kpemu topology",
                     ["kubectl get nodes,pods,services,endpointslices -A -o yaml | kpemu import - -o cluster.yaml",
                      "kpemu import manifests/ --cni calico-ipip --name shop -o shop.yaml"])
     s.add_argument("sources", nargs="+", metavar="SRC", help="files, directories, or - for standard input")
     s.add_argument("-o", "--output", metavar="FILE", help="write the topology here (default: standard output)")
-    s.add_argument("--cni", choices=CNIS, help="the CNI (default: inferred from the node annotations)")
+    s.add_argument("--cni", choices=names(), help="the CNI (default: inferred from the node annotations)")
     s.add_argument("--name", help="the lab name (default: imported)")
     s.set_defaults(func=cmd_import)
 
     s = add_command(sub, "check-node", "a node's real dumps against what kube-proxy would program (exit 1 on drift)",
                     ["kpemu check-node topologies/seed-001.yaml --node minikube --iptables-save node.iptables-save",
-                     "kpemu check-node cluster.yaml --node node1 --ipvs node1.ipvs --ipset node1.ipset -o json"])
+                     "kpemu check-node cluster.yaml --node node1 --ipvs node1.ipvs --ipset node1.ipset -o json",
+                     "kpemu check-node cluster.yaml --node node1 --nft node1.nft"])
     s.add_argument("topology", help="a kpemu topology or Kubernetes objects")
     s.add_argument("--node", required=True)
     _dump_arguments(s)
@@ -154,7 +201,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_command(sub, "trace", "walk one packet through a node's rules offline (a real dump or kpemu's)",
                     ["kpemu trace --iptables-save node.iptables-save --node minikube --node-ip 192.168.49.2 "
                      "--src 10.242.72.50 --dst 192.168.49.2:30180",
-                     "kpemu trace topologies/seed-001.yaml --node minikube --src 172.17.0.4 --dst 10.105.178.199:8080"])
+                     "kpemu trace topologies/seed-001.yaml --node minikube --src 172.17.0.4 --dst 10.105.178.199:8080",
+                     "kpemu trace --nft node1.nft --node node1 --node-ip 192.168.1.100 --src 10.242.72.50 "
+                     "--dst 192.168.1.100:30080"])
     s.add_argument("topology", nargs="?", help="a kpemu topology or Kubernetes objects (node addresses, "
                                                  "and the generated rules when no dump is given)")
     _dump_arguments(s)

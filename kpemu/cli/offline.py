@@ -17,9 +17,10 @@ def _check_file(ref: str) -> dict[str, Any]:
     """One file's validation result: {file, kind, ok, problems}."""
     from kpemu.examples import resolve
     from kpemu.model.scenario import Scenario, load_file
+    from kpemu.plan.fabric import capture_points
 
     try:
-        kind = "scenario" if isinstance(load_file(resolve(ref)), Scenario) else "topology"
+        kind = "scenario" if isinstance(load_file(resolve(ref), capture_points), Scenario) else "topology"
         return {"file": ref, "kind": kind, "ok": True, "problems": []}
     except InputError as e:
         return {"file": ref, "kind": None, "ok": False,
@@ -45,25 +46,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_rules(args: argparse.Namespace) -> int:
     from kpemu.examples import resolve
     from kpemu.model import load_topology
-    from kpemu.proxy.render import FORMATS, render_rules
+    from kpemu.proxy.render import render_rules, rules_texts
 
     topo = load_topology(resolve(args.file))
     if args.output == "table":
         print(render_rules(topo, args.node, args.format), end="")
         _deprecation_notice(topo)
         return 0
-    names = FORMATS[:-1] if args.format == "all" else (args.format,)
     emit(args, {"topology": topo.name, "node": args.node, "mode": topo.kubeProxy.mode,
-                **{n: render_rules(topo, args.node, n) for n in names}}, lambda d: None)
+                **rules_texts(topo, args.node, args.format)}, lambda d: None)
     return 0
 
 
 def _deprecation_notice(topo: Topology) -> None:
     """What kube-proxy itself logs at startup for a deprecated mode (on stderr, not in the rules)."""
-    from kpemu.proxy.versions import IPVS_DEPRECATION, flavour_for
+    from kpemu.proxy.modes import mode_of
 
-    if topo.kubeProxy.mode == "ipvs" and flavour_for(topo.kubeProxy).ipvs_deprecated:
-        print(f"kube-proxy {topo.kubeProxy.version} logs at startup: {IPVS_DEPRECATION}", file=sys.stderr)
+    notice = mode_of(topo).notice(topo.kubeProxy)
+    if notice:
+        print(f"kube-proxy {topo.kubeProxy.version} logs at startup: {notice}", file=sys.stderr)
 
 
 def cmd_graph(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from kpemu.model.scenario import load_scenario
+    from kpemu.plan.fabric import capture_points
     from kpemu.report.terminal import print_summary
     from kpemu.run import choose_runtimes, out_dir_for, resolved, run_in_guest, run_scenario
 
@@ -28,7 +29,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     args.scenarios = [str(resolve(f)) for f in args.scenarios]  # example:NAME -> the shipped file
     # every file valid before anything is built
-    scenarios = [load_scenario(f, args.proxy_mode) for f in args.scenarios]
+    scenarios = [load_scenario(f, args.proxy_mode, capture_points) for f in args.scenarios]
     names = [sc.name for sc in scenarios]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
@@ -102,19 +103,19 @@ def _without_blocked(scenarios: list[Scenario], decisions: list[tuple[str, str]]
     return [sc for sc, _ in keep], [d for _, d in keep]
 
 
-MODES = ("iptables", "ipvs", "nftables")  # kpemu.proxy.modes.MODES, in comparison order
-
-
 def _variants(file: str, notes: dict[str, str]) -> dict[str, Scenario]:
-    """The scenario in every mode its kube-proxy release has (a mode it lacks gets a note)."""
+    """The scenario in every mode its kube-proxy release has (a mode it lacks gets a note); the first
+    mode (iptables), the one every other is compared with, must load."""
+    from kpemu.model.modes import MODE_FACTS
     from kpemu.model.scenario import load_scenario
+    from kpemu.plan.fabric import capture_points
 
     out = {}
-    for m in MODES:
+    for m in MODE_FACTS:
         try:
-            out[m] = load_scenario(file, m)
+            out[m] = load_scenario(file, m, capture_points)
         except InputError as e:
-            if m == "iptables":
+            if not out:
                 raise
             notes[m] = f"not run: {e}"
     return out
@@ -128,6 +129,7 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
     <base>/<mode>/; each other mode's ledger is printed next to iptables mode's from the hops.json files.
     """
     from kpemu.analyse.expect import fixed_ports
+    from kpemu.model.modes import MODE_FACTS
     from kpemu.report.compare import print_comparison
     from kpemu.report.terminal import print_summary
     from kpemu.run import choose_runtimes, resolved, run_in_guest, run_scenario
@@ -135,16 +137,17 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
     notes: dict[str, str] = {}
     variants = _variants(file, notes)
     modes = tuple(variants)
+    every, baseline = tuple(MODE_FACTS), modes[0]
     decisions = dict(zip(modes, choose_runtimes(args.runtime, list(variants.values())), strict=True))
     variants = {m: resolved(sc, decisions[m][0]) for m, sc in variants.items()}
     rcs: dict[str, int] = {}
-    for m in MODES:
+    for m in every:
         (base / m / "hops.json").unlink(missing_ok=True)
     runs = []
     in_vm = [m for m in modes if decisions[m][0] == "vm"]
     if in_vm:
         reason = next(decisions[m][1] for m in in_vm)
-        console.print(f"runtime: vm for {variants['iptables'].name} in {' and '.join(in_vm)} mode ({reason})")
+        console.print(f"runtime: vm for {variants[baseline].name} in {' and '.join(in_vm)} mode ({reason})")
         try:
             with progress(console) as step:
                 done, failed = run_in_guest([(variants[m], base / m) for m in in_vm], base / "guest", False,
@@ -174,24 +177,26 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
                       res.hops.get("flows"))
         rcs[m] = res.exit_code
     ledgers = {}
-    for m in MODES:
+    for m in every:
         path = base / m / "hops.json"
         ledgers[m] = json.loads(path.read_text()) if path.is_file() else None
         if ledgers[m] is None and m not in notes:
             notes[m] = f"{m} mode left no {path} (exit {rcs.get(m)})"
-    name, fixed = variants["iptables"].name, fixed_ports(variants["iptables"].topology)
+    name, fixed = variants[baseline].name, fixed_ports(variants[baseline].topology)
     differ = 0
-    for m in MODES[1:]:
-        console.rule(f"{name}: iptables vs {'IPVS' if m == 'ipvs' else m}")
-        differ += print_comparison(console, name, ("iptables", m), ledgers["iptables"], ledgers[m], fixed, notes)
+    for m in every[1:]:
+        console.rule(f"{name}: {baseline} vs {MODE_FACTS[m].title}")
+        differ += print_comparison(console, name, (baseline, m), ledgers[baseline], ledgers[m], fixed, notes)
     if all(ledgers.values()):
-        console.print(f"{differ} row(s) differ from iptables mode; every run under {base}")
+        console.print(f"{differ} row(s) differ from {baseline} mode; every run under {base}")
     ran = [m for m in modes if ledgers[m] is not None]
     return max([*rcs.values(), 3 if len(ran) < len(modes) else 0])
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
+    from kpemu.model.modes import MODE_FACTS
+
     s = add_command(sub, "run", "deploy, send traffic, capture every hop, explain, check, destroy (root)",
                     ["sudo kpemu run example:nodeport-iptables",
                      "sudo kpemu run scenarios/*.yaml --out runs          # each into runs/<name>",
@@ -209,7 +214,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--trace", action=argparse.BooleanOptionalAction, default=True,
                    help="trace each flow's packets through netfilter for rule attribution and the model "
                         "oracle (default on; --no-trace skips it)")
-    s.add_argument("--proxy-mode", choices=MODES, default=None,
+    s.add_argument("--proxy-mode", choices=tuple(MODE_FACTS), default=None,
                    help="override the topology's kubeProxy.mode (the lab is named <lab>-<mode>)")
     s.add_argument("--compare-modes", action="store_true",
                    help="run the flows under kube-proxy iptables, IPVS and nftables (OUT/<mode>) and print "

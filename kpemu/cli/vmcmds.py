@@ -17,10 +17,11 @@ def feature_status(f: object) -> str:
 
 def doctor_data(caps: object) -> dict:
     """What `doctor` reports: every feature ok / missing / not probed, and per CNI x mode where it runs."""
-    from kpemu.kernel.probe import CNIS, PROXY_MODES, can_run
+    from kpemu.cni import names
+    from kpemu.kernel.probe import PROXY_MODES, can_run
 
     runs = {}
-    for c in CNIS:
+    for c in names():
         for m in PROXY_MODES:
             ok, missing = can_run(caps, c, m)
             unprobed = [n for n in missing if n in caps.features and feature_status(caps.features[n]) == "not probed"]

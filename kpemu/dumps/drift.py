@@ -49,6 +49,7 @@ class Drift:
     compared: list[str]
     services: set[str]  # the Services that exist (namespace/name)
     rules_compared: int = 0
+    compared_what: str = "kube-proxy rules"  # what rules_compared counts
     groups: dict[str, ServiceDrift] = field(default_factory=dict)
 
     def group(self, key: str) -> ServiceDrift:
@@ -151,7 +152,7 @@ def render_drift(d: Drift) -> str:
     head = f"node {d.node}: {d.proxy}; compared {', '.join(d.compared)}"
     bad = [g for g in d.groups.values() if not g.empty]
     if not bad:
-        return f"{head}\nno drift: the {d.rules_compared} kube-proxy rules equal what kube-proxy would program\n"
+        return f"{head}\nno drift: the {d.rules_compared} {d.compared_what} equal what kube-proxy would program\n"
     out = [head, f"drift in {len(bad)} group{'s' if len(bad) != 1 else ''}:"]
     for g in sorted(bad, key=lambda g: (g.key == NODE_WIDE, g.key)):
         title = "node-wide rules (no single Service)" if g.key == NODE_WIDE else f"Service {g.key}"
@@ -231,7 +232,7 @@ def compare_ipsets(drift: Drift, expected: dict[str, tuple[str, tuple[str, ...]]
 
 def compare_virtual_servers(drift: Drift, expected: tuple, dump: list, index: dict[tuple[str, int, str], str]) -> None:
     """IPVS virtual servers and their real servers against `ipvsadm -Sn`."""
-    from kpemu.proxy.ipvsadm_text import service_line
+    from kpemu.proxy.ipvs.ipvsadm_text import service_line
 
     def key_of(vs: Any) -> str:
         proto = vs.protocol.lower()
@@ -263,23 +264,17 @@ def check_node(topo: Any, node: str, iptables_save: RuleSet | None = None,
                ipvs: list | None = None, ipsets: dict[str, tuple[str, tuple[str, ...]]] | None = None,
                compared: list[str] | None = None) -> Drift:
     """Compare the given dumps of `node` with what kube-proxy would program from `topo`."""
+    from kpemu.proxy.modes import node_state
+
     kp = topo.kubeProxy
     drift = Drift(node, f"kube-proxy {kp.version} {kp.mode} mode", compared or [], {s.key for s in topo.services})
     index = _service_index(topo)
-    if kp.mode == "ipvs":
-        from kpemu.proxy.ipvs import ipvs_rules
-        from kpemu.proxy.save import ruleset_from_restore
-
-        st = ipvs_rules(topo, node)
-        expected = ruleset_from_restore(st.restore_text())
+    walk = node_state(topo, node).walk
+    if walk.ipvs is not None:
         if ipsets is not None:
-            compare_ipsets(drift, {s.name: (s.type, s.members) for s in st.ipsets}, ipsets, index)
+            compare_ipsets(drift, dict(walk.ipvs.sets), ipsets, index)
         if ipvs is not None:
-            compare_virtual_servers(drift, st.virtual_servers, ipvs, index)
-    else:
-        from kpemu.proxy.iptables import iptables_rules
-
-        expected = iptables_rules(topo, node)
-    if iptables_save is not None:
-        compare_rules(drift, expected, iptables_save)
+            compare_virtual_servers(drift, walk.ipvs.virtual_servers, ipvs, index)
+    if iptables_save is not None:  # a mode without iptables rules (nftables) expects none
+        compare_rules(drift, walk.rules or RuleSet(), iptables_save)
     return drift

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kpemu.errors import InputError, Problem
-from kpemu.proxy.ipvsadm_text import VirtualServer, parse_ipvsadm_save
+from kpemu.proxy.ipvs.ipvsadm_text import VirtualServer, parse_ipvsadm_save
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet, parse_args, split_line
 from kpemu.proxy.save import ruleset_from_restore
 

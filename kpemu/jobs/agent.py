@@ -31,9 +31,8 @@ EXEC_TIMEOUT = 600.0
 
 def _beat(root: Path, stop: threading.Event) -> None:
     path = root / exchange.HEARTBEAT
-    while not stop.is_set():
+    while not stop.wait(HEARTBEAT_SECONDS):
         path.touch()
-        stop.wait(HEARTBEAT_SECONDS)
 
 
 def handle(root: Path, req: dict[str, Any]) -> dict[str, Any]:
@@ -85,6 +84,7 @@ def serve(root: Path, once: bool, idle: float) -> int:
     """Answer requests until none are left (`once`), a `stop`, or `idle` seconds without one."""
     exchange.prepare(root)
     stop = threading.Event()
+    (root / exchange.HEARTBEAT).touch()  # beating before the agent announces itself, however busy the CPU
     threading.Thread(target=_beat, args=(root, stop), daemon=True).start()
     exchange.write_json(root / exchange.AGENT, {"pid": os.getpid(), "kernel": os.uname().release,
                                                 "started": time.time(), "idle": idle,

@@ -8,19 +8,22 @@ ipsets, IPVS) travels with the job and is checked by the host afterwards (kpemu.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from kpemu.analyse.explain import flow_match
 from kpemu.capture.points import capture_points
+from kpemu.cni import cni_of
 from kpemu.kernel.labstate import PREFIX
 from kpemu.kernel.owner import alias, lab_owner
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
+from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.faults import plan_faults
 from kpemu.plan.types import Plan
-from kpemu.proxy.modes import mode_of, restore_step
+from kpemu.proxy.modes import mode_of, proxy_state
+from kpemu.proxy.proxymode import restore_step
 
 JOB_VERSION = 1
 
@@ -31,15 +34,23 @@ def release_tuple(release: str) -> tuple[int, int]:
     return major, minor
 
 
+def lab_plan(topo: Topology, kernel: tuple[int, int]) -> Plan:
+    """The lab's plan with kube-proxy's state of every node, generated once for `kernel` (its steps, the
+    read-back expectations, what the oracle walks, `kpemu rules` texts); the run reuses it throughout."""
+    return replace(plan_fabric(topo), proxy=proxy_state(topo, kernel))
+
+
 def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[dict]]:
-    """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations."""
+    """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations.
+    kube-proxy's part is the plan's (`lab_plan`), generated here for a plan made without it (or for another
+    kernel)."""
     steps = fabric_steps(plan, alias(lab_owner(topo.name)), tuple(sorted(topo.containers())))
     expected: list[dict] = []
-    mode = mode_of(topo)
+    proxy = plan.proxy if plan.proxy is not None and plan.proxy.kernel == kernel else proxy_state(topo, kernel)
     for node in topo.nodes:
-        s, e = mode.steps(topo, node.name, plan.netns(node.name), kernel)
-        steps += s
-        expected += e
+        st = proxy.node(node.name)
+        steps += st.steps
+        expected += st.readback
     steps += [restore_step(f"{r.owner} rules in {r.ns}", r.ns, r.text, topo.kubeProxy.backend) for r in plan.rules]
     return steps, expected
 
@@ -51,13 +62,15 @@ def namespaces_json(plan: Plan) -> list[dict[str, Any]]:
 def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str = "") -> dict[str, Any]:
     """A job that only builds the lab (`kpemu deploy`)."""
     steps, expected = lab_steps(topo, plan, kernel)
+    mode = mode_of(topo)
     return {"version": JOB_VERSION, "kind": "deploy", "lab": topo.name, "source": source, "prefix": PREFIX,
             "namespaces": namespaces_json(plan), "steps": [s.to_json() for s in steps], "readback": expected,
-            "backend": topo.kubeProxy.backend, "ipvs": topo.kubeProxy.mode == "ipvs",
-            "rule_kinds": list(mode_of(topo).saved), "trace_kind": mode_of(topo).trace,
+            "backend": topo.kubeProxy.backend, "ipvs": mode.has_ipvs,
+            "rule_kinds": list(mode.saved), "trace_kind": mode.trace,
             "containers": {m: {"ns": plan.netns(m), "image": c.image, "command": c.command, "env": dict(c.env)}
                            for m, c in sorted(topo.containers().items())},
-            "nodes": {n.name: plan.netns(n.name) for n in topo.nodes}}
+            "nodes": {n.name: plan.netns(n.name) for n in topo.nodes},
+            "device_needs": [n.to_json() for n in cni_of(topo).device_needs]}
 
 
 def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool = True) -> dict[str, Any]:

@@ -41,8 +41,9 @@ from kpemu.kernel.drops import DropSession, start_drop_tracing
 from kpemu.kernel.faults import apply_faults, restore_kernel_wide
 from kpemu.kernel.labstate import LabState, state_path
 from kpemu.kernel.nfttrace import start_nft_tracing
-from kpemu.kernel.trace import FlowMatch, start_tracing
+from kpemu.kernel.trace import start_tracing
 from kpemu.pace import scaled
+from kpemu.plan.tracing import FlowMatch
 from kpemu.plan.types import Interface
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.client import connections
@@ -123,7 +124,7 @@ def run_step(step: dict[str, Any], job: dict[str, Any] | None = None) -> None:
                 res = subprocess.run(step["argv"], input=step["input"], capture_output=True, text=True,
                                      check=False)
                 if res.returncode != 0:
-                    raise ApplyError(_failure(step, res.stderr))
+                    raise ApplyError(_failure(step, res.stderr, (job or {}).get("device_needs", [])))
     except ApplyError as e:
         raise ApplyError(f"{step['what']}: {e}") from None
     except FileNotFoundError as e:
@@ -131,11 +132,13 @@ def run_step(step: dict[str, Any], job: dict[str, Any] | None = None) -> None:
                                  "make setup (or install iproute2, iptables, ipset, ipvsadm)") from None
 
 
-def _failure(step: dict[str, Any], stderr: str) -> str:
+def _failure(step: dict[str, Any], stderr: str, device_needs: list[dict[str, str]]) -> str:
+    """What a failed step says; EnvironmentProblem when the kernel lacks a device the lab needs
+    (`device_needs`: the CNI's, kpemu.cni.spec.DeviceNeed, carried by the job)."""
     text = stderr.strip()
-    if "tunl0" in (step["input"] or "") and "Cannot find device" in text:
-        raise EnvironmentProblem("this kernel has no IPIP tunnel (module ipip), which cni: calico-ipip needs",
-                                 "run with --runtime vm (a guest kernel with ipip), or `modprobe ipip`")
+    for need in device_needs:
+        if need["device"] in (step["input"] or "") and need["error"] in text:
+            raise EnvironmentProblem(need["problem"], need["fix"])
     if "kube-ipvs0" in (step["input"] or "") and "Unknown device type" in text:
         raise EnvironmentProblem("this kernel has no dummy device (module dummy), which IPVS mode needs",
                                  "run with --runtime vm (a guest kernel with dummy and ip_vs)")

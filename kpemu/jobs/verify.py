@@ -15,7 +15,7 @@ from kpemu.capture.snapshot import RULE_KINDS
 from kpemu.errors import ApplyError
 from kpemu.kernel.netfilter import owned_lines
 from kpemu.kernel.readback import first_difference
-from kpemu.proxy import ipset_text, ipvsadm_text
+from kpemu.proxy.ipvs import ipset_text, ipvsadm_text
 from kpemu.proxy.nftables.listing import without_interval_order
 
 

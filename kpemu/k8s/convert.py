@@ -16,16 +16,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from kpemu import cni as cni_registry
 from kpemu.errors import InputError, Problem
 from kpemu.k8s.fields import not_modelled
-from kpemu.k8s.objects import K8sObject, is_kubernetes
+from kpemu.k8s.objects import K8sObject, is_kubernetes, located
 from kpemu.k8s.service import Allocator, ServiceIn, ipv4, read_service
+from kpemu.model.load import Lines
+from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR
 
-CNIS = ("flannel-vxlan", "calico-ipip")
-FLANNEL = "flannel.alpha.coreos.com/"
-CALICO_IPIP = "projectcalico.org/IPv4IPIPTunnelAddr"
-CALICO_VXLAN = "projectcalico.org/IPv4VXLANTunnelAddr"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 DEFAULT_SERVICE_CIDR = "10.96.0.0/12"  # kube-apiserver's --service-cluster-ip-range default (kubeadm)
 
@@ -82,16 +81,18 @@ class _Import:
             return out
         c, d = configs[0], configs[0].data
         mode = d.get("mode") or "iptables"
-        if mode not in ("iptables", "ipvs"):
+        if mode not in MODE_FACTS:
+            *names, last = (repr(m) for m in MODE_FACTS)
             self.problems.append(c.problem("mode", f"Unsupported value: {mode!r}: kpemu models kube-proxy modes "
-                                                   "'iptables' and 'ipvs'"))
+                                                   f"{', '.join(names)} and {last}"))
         out["mode"] = mode
         cidrs = [x.strip() for x in str(d.get("clusterCIDR") or "").split(",") if x.strip()]
         v4 = [x for x in cidrs if ":" not in x]
         if v4:
             out["clusterCIDR"] = v4[0]
-        ipt = d.get("iptables") or {}
-        for key in ("masqueradeBit", "masqueradeAll", "localhostNodePorts"):
+        section = MODE_FACTS[mode].config_section if mode in MODE_FACTS else "iptables"
+        ipt = d.get(section) or {}  # only the iptables section has localhostNodePorts
+        for key in ("masqueradeBit", "masqueradeAll", *(("localhostNodePorts",) if section == "iptables" else ())):
             if ipt.get(key) is not None:
                 out[key] = ipt[key]
         npa = [x for x in d.get("nodePortAddresses") or [] if ":" not in x]
@@ -100,7 +101,7 @@ class _Import:
             self.notes.append("KubeProxyConfiguration nodePortAddresses 'primary': each node's InternalIP")
         out["nodePortAddresses"] = npa
         scheduler = (d.get("ipvs") or {}).get("scheduler")
-        if scheduler and mode == "ipvs":
+        if scheduler and mode in MODE_FACTS and MODE_FACTS[mode].scheduler:
             out["scheduler"] = scheduler
         return out
 
@@ -140,14 +141,11 @@ class _Import:
             cidrs = [spec.get("podCIDR"), *(spec.get("podCIDRs") or [])]
             pod_cidr = next((c for c in cidrs if c and ":" not in c), None)
             node: dict[str, Any] = {"name": n.name, "ip": ip, "podCIDR": pod_cidr}
-            if any(k.startswith(FLANNEL) for k in ann):
-                backend = ann.get(FLANNEL + "backend-type", "vxlan")
-                kinds.add("flannel-vxlan" if backend == "vxlan" else f"flannel-{backend}")
-            if ann.get(CALICO_IPIP):
-                kinds.add("calico-ipip")
-                node["tunnelIP"] = str(ann[CALICO_IPIP]).split("/")[0]
-            elif ann.get(CALICO_VXLAN):
-                kinds.add("calico-vxlan")
+            for spec in cni_registry.specs():
+                said = spec.recognise(ann)
+                if said:
+                    kinds.add(said[0])
+                    node.update(said[1])
             self.nodes[n.name] = node
         if not self.kind("Node"):
             self.problems.append(Problem(self.objects[0].file, "", "no Node objects; a topology needs the nodes "
@@ -159,15 +157,18 @@ class _Import:
             if kinds and kinds != {self.cni_given}:
                 self.notes.append(f"--cni {self.cni_given} given; the node annotations say {', '.join(sorted(kinds))}")
             return self.cni_given
-        if len(kinds) == 1 and next(iter(kinds)) in CNIS:
+        modelled = cni_registry.names()
+        if len(kinds) == 1 and next(iter(kinds)) in modelled:
             cni = next(iter(kinds))
             self.notes.append(f"cni {cni} inferred from the node annotations")
             return cni
         if kinds:
-            raise InputError([Problem(self.objects[0].file, "", f"the node annotations say CNI "
-                                      f"{', '.join(sorted(kinds))}; kpemu models {' and '.join(CNIS)}: give --cni")])
-        self.notes.append("no flannel or calico annotation on the nodes: cni flannel-vxlan assumed (give --cni)")
-        return "flannel-vxlan"
+            said = ", ".join(sorted(kinds))
+            raise InputError([Problem(self.objects[0].file, "", f"the node annotations say CNI {said}; "
+                                      f"kpemu models {' and '.join(modelled)}: give --cni")])
+        projects = " or ".join(dict.fromkeys(c.project for c in cni_registry.specs()))
+        self.notes.append(f"no {projects} annotation on the nodes: cni {cni_registry.DEFAULT} assumed (give --cni)")
+        return cni_registry.DEFAULT
 
     # -- pods ------------------------------------------------------------------------------------
     def read_pods(self) -> list[dict[str, Any]]:
@@ -489,17 +490,19 @@ def _pod_form(p: dict[str, Any]) -> dict[str, Any]:
             "ready": p.get("ready", True), "terminating": p.get("terminating", False)}
 
 
-def embed_services(data: dict[str, Any], file: str) -> dict[str, Any]:
+def embed_services(data: dict[str, Any], file: str, lines: Lines | None = None, doc: int = 0) -> dict[str, Any]:
     """A kpemu topology whose `services` hold Kubernetes Service objects (pasted manifests, with
     their metadata/spec wrapper): each becomes a topology Service in place, defaulted and validated
     as the API server would, its endpoints the topology's pods its selector picks. Headless and
-    ExternalName Services are dropped (they program nothing)."""
+    ExternalName Services are dropped (they program nothing). `lines` (from read_yaml, document `doc`)
+    puts the line into error messages."""
     entries = data.get("services")
     if not isinstance(entries, list) or not any(is_kubernetes(e) for e in entries):
         return data
-    objs = {i: K8sObject(str(e["kind"]), e, file, f"services[{i}]") for i, e in enumerate(entries) if is_kubernetes(e)}
-    bad = [Problem(file, f"services[{i}].kind", f"Unsupported value: {o.kind!r}: expected a Service")
-           for i, o in objs.items() if o.kind != "Service"]
+    objs = {i: K8sObject(str(e["kind"]), e, file, f"services[{i}]", (doc, "services", i), lines or {})
+            for i, e in enumerate(entries) if is_kubernetes(e)}
+    bad = [located(file, o.lines, (*o.root, "kind"), f"services[{i}].kind", f"Unsupported value: {o.kind!r}: "
+                   "expected a Service") for i, o in objs.items() if o.kind != "Service"]
     if bad:
         raise InputError(bad)
     imp = _Import(list(objs.values()), None, None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kpemu import cni as cni_registry
 from kpemu.k8s.objects import K8sObject
 
 Pattern = tuple[str, ...]  # keys; "*" any key, "[]" any list item
@@ -16,13 +17,10 @@ def _p(*paths: str) -> tuple[Pattern, ...]:
 
 
 _META = ("apiVersion", "kind", "metadata name", "metadata namespace")
-# Read, per kind (space-separated keys so annotation names may hold dots and slashes).
+# Read, per kind (space-separated keys so annotation names may hold dots and slashes); a Node's CNI
+# annotations are each CNI's own (`read_patterns`).
 READ: dict[str, tuple[Pattern, ...]] = {
     "Node": _p(*_META, "spec podCIDR", "spec podCIDRs", "status addresses",
-               "metadata annotations flannel.alpha.coreos.com/backend-type",
-               "metadata annotations flannel.alpha.coreos.com/public-ip",
-               "metadata annotations projectcalico.org/IPv4IPIPTunnelAddr",
-               "metadata annotations projectcalico.org/IPv4Address",
                "status nodeInfo kubeProxyVersion", "status nodeInfo kubeletVersion"),
     "Pod": _p(*_META, "metadata labels", "metadata deletionTimestamp", "spec nodeName", "spec hostNetwork",
               "spec containers [] ports [] containerPort", "spec containers [] ports [] protocol",
@@ -78,13 +76,20 @@ def _walk(data: Any, path: tuple[str, ...], patterns: tuple[Pattern, ...], found
             _walk(v, (*path, "[]"), patterns, found)
 
 
+def read_patterns(kind: str) -> tuple[Pattern, ...]:
+    """The fields kpemu reads in an object of `kind`."""
+    if kind != "Node":
+        return READ.get(kind, ())
+    return READ[kind] + _p(*(f"metadata annotations {a}" for c in cni_registry.specs() for a in c.annotations))
+
+
 def not_modelled(objects: Iterable[K8sObject]) -> dict[str, dict[str, int]]:
     """kind -> {field path: number of objects that carry it} for every field kpemu does not read."""
     out: dict[str, dict[str, int]] = {}
     for obj in objects:
         found: set[str] = set()
         for k, v in obj.data.items():
-            _walk(v, (str(k),), READ.get(obj.kind, ()), found)
+            _walk(v, (str(k),), read_patterns(obj.kind), found)
         per = out.setdefault(obj.kind, {})
         for f in found:
             per[f] = per.get(f, 0) + 1

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kpemu.k8s.convert import Imported, embed_services, topology_data
 from kpemu.k8s.objects import is_kubernetes, objects_from_documents, read_objects
-from kpemu.model.load import read_yaml
+from kpemu.model.load import Lines, read_yaml
 
 
 def lab_name(path: Path) -> str:
@@ -22,11 +22,14 @@ def topology_source(path: Path) -> object:
     the Kubernetes objects in the file or directory are equivalent to."""
     if path.is_dir():
         return topology_data(read_objects([str(path)]), name=lab_name(path)).data
-    docs = [d for d in read_yaml(path, documents=True) if d is not None]
+    lines: Lines = {}
+    every = read_yaml(path, documents=True, lines=lines)
+    docs = [d for d in every if d is not None]
     if any(is_kubernetes(d) for d in docs):
-        return topology_data(objects_from_documents(docs, str(path)), name=lab_name(path)).data
-    data = docs[0] if len(docs) == 1 else read_yaml(path)
-    return embed_services(data, str(path)) if isinstance(data, dict) else data
+        return topology_data(objects_from_documents(every, str(path), lines), name=lab_name(path)).data
+    if len(docs) == 1:
+        return embed_services(docs[0], str(path), lines, every.index(docs[0])) if isinstance(docs[0], dict) else docs[0]
+    return read_yaml(path)  # several documents that are not Kubernetes objects: read_yaml says so
 
 
 def render_topology(imported: Imported, sources: list[str]) -> str:

@@ -1,15 +1,17 @@
 """Reading Kubernetes objects: a kubectl `List`, several YAML documents, a directory of manifests,
-or standard input; each object keeps where it came from (file and item) for error messages."""
+or standard input; each object keeps where it came from (file, item, and the lines of its fields)
+so an error names the file, the line and the field path."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kpemu.errors import InputError, Problem
-from kpemu.model.load import read_stdin_yaml, read_yaml
+from kpemu.model.load import Lines, line_of, read_stdin_yaml, read_yaml
 
 KINDS = ("Node", "Pod", "Service", "EndpointSlice", "Endpoints", "KubeProxyConfiguration")
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -17,12 +19,15 @@ _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 @dataclass(frozen=True)
 class K8sObject:
-    """One object: its kind, its data as read, the file and where in the file (`items[3]`, `document 2`)."""
+    """One object: its kind, its data as read, the file and where in the file (`items[3]`, `document 2`);
+    `root` is that place as a path (document index first) into `lines`, the file's field lines."""
 
     kind: str
     data: dict[str, Any]
     file: str
     where: str
+    root: tuple[int | str, ...] = ()
+    lines: Mapping[tuple[int | str, ...], int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -42,8 +47,23 @@ class K8sObject:
         return f"{self.where} ({self.kind}{' ' + self.key if self.key else ''})".strip()
 
     def problem(self, path: str, message: str) -> Problem:
-        """A Problem at a Kubernetes field path of this object (e.g. spec.ports[0].port)."""
-        return Problem(self.file, f"{self.label()} {path}".strip(), message)
+        """A Problem at a Kubernetes field path of this object (e.g. spec.ports[0].port), with the line
+        of that field (or of its nearest parent that is in the file)."""
+        return located(self.file, self.lines, self.root + _steps(path), f"{self.label()} {path}".strip(), message)
+
+
+def _steps(path: str) -> tuple[int | str, ...]:
+    """"spec.ports[0].port" -> ("spec", "ports", 0, "port")."""
+    return tuple(int(i) if i else k for k, i in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path))
+
+
+def located(file: str, lines: Mapping[tuple[int | str, ...], int], at: tuple[int | str, ...], where: str,
+            message: str) -> Problem:
+    """A Problem naming the line of `at` (a path into the file's `lines`) before `where`."""
+    line = line_of(lines, at)
+    if line is None:
+        return Problem(file, where, message)
+    return Problem(file, f"line {line}: {where}" if where else f"line {line}", message)
 
 
 def is_kubernetes(data: object) -> bool:
@@ -51,29 +71,42 @@ def is_kubernetes(data: object) -> bool:
     return isinstance(data, dict) and "apiVersion" in data and "kind" in data
 
 
-def _flatten(doc: object, file: str, where: str, out: list[K8sObject], problems: list[Problem]) -> None:
+@dataclass(frozen=True)
+class _Source:
+    """One file's documents being read: its name and the lines of its fields."""
+
+    file: str
+    lines: Lines
+
+    def problem(self, at: tuple[int | str, ...], where: str, message: str) -> Problem:
+        return located(self.file, self.lines, at, where, message)
+
+
+def _flatten(doc: object, src: _Source, where: str, root: tuple[int | str, ...], out: list[K8sObject],
+             problems: list[Problem]) -> None:
     if doc is None:
         return
     if not is_kubernetes(doc):
-        problems.append(Problem(file, where, "not a Kubernetes object (expected apiVersion and kind); give kubectl "
-                                             "output, e.g. kubectl get nodes,pods,services,endpointslices -A -o yaml"))
+        problems.append(src.problem(root, where, "not a Kubernetes object (expected apiVersion and kind); give "
+                                                 "kubectl output, e.g. kubectl get nodes,pods,services,endpointslices "
+                                                 "-A -o yaml"))
         return
     assert isinstance(doc, dict)
     kind = str(doc["kind"])
     if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
         for i, item in enumerate(doc.get("items") or []):
-            _flatten(item, file, f"{where + '.' if where else ''}items[{i}]", out, problems)
+            _flatten(item, src, f"{where + '.' if where else ''}items[{i}]", (*root, "items", i), out, problems)
         return
     if kind not in KINDS:
-        problems.append(Problem(file, f"{where} kind".strip(),
-                                f"unknown kind {kind!r}; kpemu reads {', '.join(KINDS)} (and Lists of them): "
-                                "remove it or select kinds, e.g. kubectl get nodes,pods,services,endpointslices"))
+        problems.append(src.problem((*root, "kind"), f"{where} kind".strip(),
+                                    f"unknown kind {kind!r}; kpemu reads {', '.join(KINDS)} (and Lists of them): "
+                                    "remove it or select kinds, e.g. kubectl get nodes,pods,services,endpointslices"))
         return
     if not isinstance((doc.get("metadata") or {}).get("name", "" if kind == "KubeProxyConfiguration" else None),
                       str):
-        problems.append(Problem(file, f"{where} metadata.name".strip(), "Required value"))
+        problems.append(src.problem((*root, "metadata", "name"), f"{where} metadata.name".strip(), "Required value"))
         return
-    out.append(K8sObject(kind, doc, file, where))
+    out.append(K8sObject(kind, doc, src.file, where, root, src.lines))
 
 
 def _files(source: str) -> list[Path]:
@@ -85,16 +118,17 @@ def _files(source: str) -> list[Path]:
     return [path]
 
 
-def _collect(docs: list[object], file: str, out: list[K8sObject], problems: list[Problem]) -> None:
+def _collect(docs: list[object], src: _Source, out: list[K8sObject], problems: list[Problem]) -> None:
     for i, doc in enumerate(docs):
-        _flatten(doc, file, f"document {i + 1}" if len(docs) > 1 else "", out, problems)
+        _flatten(doc, src, f"document {i + 1}" if len(docs) > 1 else "", (i,), out, problems)
 
 
-def objects_from_documents(docs: list[object], file: str) -> list[K8sObject]:
-    """The objects of already-read documents of one file (a topology file holding Kubernetes objects)."""
+def objects_from_documents(docs: list[object], file: str, lines: Lines | None = None) -> list[K8sObject]:
+    """The objects of already-read documents of one file (a topology file holding Kubernetes objects);
+    `lines` (from read_yaml) puts the line into error messages."""
     out: list[K8sObject] = []
     problems: list[Problem] = []
-    _collect(docs, file, out, problems)
+    _collect(docs, _Source(file, lines or {}), out, problems)
     if problems:
         raise InputError(problems)
     return out
@@ -107,10 +141,12 @@ def read_objects(sources: Iterable[str]) -> list[K8sObject]:
     problems: list[Problem] = []
     for source in sources:
         if source == "-":
-            _collect(read_stdin_yaml(documents=True), "-", out, problems)
+            src = _Source("-", {})
+            _collect(read_stdin_yaml(documents=True, lines=src.lines), src, out, problems)
             continue
         for path in _files(source):
-            _collect(read_yaml(path, documents=True), str(path), out, problems)
+            src = _Source(str(path), {})
+            _collect(read_yaml(path, documents=True, lines=src.lines), src, out, problems)
     if problems:
         raise InputError(problems)
     if not out:

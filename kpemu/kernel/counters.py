@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kpemu.kernel.netfilter import SAVE
 from kpemu.kernel.netns import outputs_in
 from kpemu.pace import scaled
+from kpemu.proxy.xtables import SAVE
 
 
 @dataclass

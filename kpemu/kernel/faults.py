@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from kpemu.errors import ApplyError
-from kpemu.kernel.netfilter import RESTORE, SAVE
 from kpemu.kernel.netns import run_in
+from kpemu.proxy.xtables import RESTORE, SAVE
 
 PROC_SYS = Path("/proc/sys")
 _RESTORE: list[tuple[Path, str]] = []  # kernel-wide settings a fault changed: (path, value before), in order

@@ -14,12 +14,10 @@ import subprocess
 from typing import TYPE_CHECKING
 
 from kpemu.proxy.rules import BUILTIN_CHAINS, split_line
+from kpemu.proxy.xtables import RESTORE
 
 if TYPE_CHECKING:
     from kpemu.model.topology import Topology
-
-RESTORE = {"nft": "iptables-nft-restore", "legacy": "iptables-legacy-restore"}
-SAVE = {"nft": "iptables-nft-save", "legacy": "iptables-legacy-save"}
 
 
 def owned_lines(save_text: str, chains: dict[str, set[str]]) -> dict[str, list[str]]:

@@ -75,10 +75,11 @@ def supported_here() -> bool:
 def with_nfacct(topo: Topology, supported: Callable[[], bool]) -> Topology:
     """nfacct: None means kube-proxy's own behaviour: use the counters if the kernel can create them
     (`supported()`, asked only when it matters); the topology with nfacct decided."""
+    from kpemu.proxy.modes import mode_of
     from kpemu.proxy.versions import flavour_for
 
     kp = topo.kubeProxy
-    if kp.nfacct is not None or kp.mode != "iptables" or not flavour_for(kp).nfacct_capable:
+    if kp.nfacct is not None or not mode_of(topo).nfacct or not flavour_for(kp).nfacct_capable:
         return topo
     return topo.model_copy(update={"kubeProxy": kp.model_copy(update={"nfacct": supported()})})
 

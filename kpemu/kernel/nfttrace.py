@@ -2,7 +2,7 @@
 
 nftables mode's equivalent of kernel/trace.py: a table `ip kpemu-trace` with prerouting and
 output chains at priority -350 (before conntrack and every kube-proxy chain) whose rules set
-`meta nftrace set 1` for the flow's packets only (the tuples of trace.trace_rule_args: client ->
+`meta nftrace set 1` for the flow's packets only (the tuples of plan.tracing.trace_rule_args: client ->
 service, -> each backend, and the replies), then `nft monitor trace` in every node namespace,
 confirmed subscribed to the trace multicast group before traffic is sent. Stopping deletes the
 table, so nothing else in the namespace is touched.
@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kpemu.kernel.netns import run_in
-from kpemu.kernel.trace import FlowMatch, TraceSession, install
+from kpemu.kernel.trace import TraceSession, install
+from kpemu.plan.tracing import FlowMatch
 
 TRACE_TABLE = "kpemu-trace"
 

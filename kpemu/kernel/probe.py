@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kpemu import cni as cni_registry
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.owner import PROBE_OWNER, mark
 from kpemu.proxy.modes import MODES
 from kpemu.statedir import PROBE_DIR
 
-CNIS = ("flannel-vxlan", "calico-ipip")
 PROXY_MODES = tuple(MODES)
 PROBE_PREFIX = "kp-probe-"
 KVM_CACHE_DIR = Path("/run/kpemu")
@@ -63,13 +63,9 @@ add chain ip kp-probe in { type filter hook input priority 0 ; }
 add rule ip kp-probe in ct state new reject
 """
 
-# Features every lab needs, then per CNI and per proxy mode.
+# Features every lab needs, then per proxy mode (per CNI: the CNI registry's).
 _BASE = ["veth", "bridge", "iptables", "conntrack", "match:comment", "match:addrtype",
          "tool:ip", "tool:iptables", "tool:tcpdump", "tool:conntrack"]
-_CNI = {
-    "flannel-vxlan": ["vxlan", "br_netfilter"],
-    "calico-ipip": ["ipip", "ipset:hash:ip"],
-}
 _MODE = {name: list(m.features) for name, m in MODES.items()}  # from the proxy-mode registry
 # Features a fault needs beyond its lab's (kpemu.plan.faults): conntrack-full sets the kernel-wide
 # nf_conntrack_max, which kpemu does only in its disposable guest.
@@ -115,12 +111,12 @@ class Capabilities:
 
 def requirements(cni: str, proxy_mode: str) -> list[str]:
     """The features a lab with this CNI and kube-proxy mode needs (pure)."""
-    if cni not in _CNI:
-        raise ValueError(f"unknown cni {cni!r}; expected one of {', '.join(CNIS)}")
+    if cni not in cni_registry.names():
+        raise ValueError(f"unknown cni {cni!r}; expected one of {', '.join(cni_registry.names())}")
     if proxy_mode not in _MODE:
         raise ValueError(f"unknown proxy mode {proxy_mode!r}; expected one of {', '.join(PROXY_MODES)}")
     out: list[str] = []
-    for f in _BASE + _CNI[cni] + _MODE[proxy_mode]:
+    for f in [*_BASE, *cni_registry.cni(cni).features, *_MODE[proxy_mode]]:
         if f not in out:
             out.append(f)
     return out

@@ -29,59 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpemu.errors import ApplyError
-from kpemu.kernel.netfilter import RESTORE
 from kpemu.kernel.netns import popen_in, run_in
 from kpemu.pace import scaled
+from kpemu.plan.tracing import FlowMatch, trace_restore_text
+from kpemu.proxy.xtables import RESTORE
 
 NETLINK_NETFILTER = 12
 NFNLGRP_NFTRACE_BIT = 1 << (9 - 1)  # groups bitmask in /proc/net/netlink
 CONFIRM_TIMEOUT = 3.0
 DRAIN_SECONDS = 0.15  # no new trace line for this long (scaled) and the monitors have caught up
 DRAIN_LIMIT = 3.0  # seconds (scaled) to wait for that at most
-LOST_EVENTS = "No buffer space available"  # xtables-monitor's last words when its socket overflowed
-
-
-@dataclass(frozen=True)
-class FlowMatch:
-    """The tuples a flow's packets can carry: client -> service, and after DNAT -> backends."""
-
-    proto: str  # tcp | udp
-    client: str | None  # source address (None: any source)
-    dst: str
-    dport: int
-    backends: tuple[tuple[str, int], ...] = ()
-    tag: str = "flow"
-    # TCP: trace only packets with SYN set (each connection's SYN and SYN-ACK). xtables-monitor
-    # looks every traced rule up while printing; a whole connection's packets traced at full
-    # speed overflow its netlink socket (ENOBUFS) and it exits, losing every later event.
-    syn_only: bool = False
-
-
-def trace_rule_args(m: FlowMatch) -> list[tuple[str, ...]]:
-    """The match arguments of the TRACE rules for one flow (pure; same rules for both chains)."""
-    p = m.proto.lower()
-    com = ("-m", "comment", "--comment", f"kpemu-trace:{m.tag}")
-    src = ("-s", m.client) if m.client else ()
-    back = ("-d", m.client) if m.client else ()
-    syn = ("--tcp-flags", "SYN", "SYN") if m.syn_only and p == "tcp" else ()
-    out = [
-        (*src, "-d", m.dst, "-p", p, "-m", p, "--dport", str(m.dport), *syn, *com, "-j", "TRACE"),
-        ("-s", m.dst, *back, "-p", p, "-m", p, "--sport", str(m.dport), *syn, *com, "-j", "TRACE"),
-    ]
-    for ip, port in m.backends:
-        # after DNAT (and SNAT on the way to another node) the source is no longer the client's
-        out.append(("-d", ip, "-p", p, "-m", p, "--dport", str(port), *syn, *com, "-j", "TRACE"))
-        out.append(("-s", ip, "-p", p, "-m", p, "--sport", str(port), *syn, *com, "-j", "TRACE"))
-    return out
-
-
-def trace_restore_text(m: FlowMatch, op: str = "-A") -> str:
-    """iptables-restore input adding (`-A`) or deleting (`-D`) the flow's TRACE rules."""
-    lines = ["*raw"]
-    for chain in ("PREROUTING", "OUTPUT"):
-        for args in trace_rule_args(m):
-            lines.append(" ".join([op, chain, *(f'"{a}"' if " " in a else a for a in args)]))
-    return "\n".join([*lines, "COMMIT"]) + "\n"
 
 
 def _monitor_socket_ready(pid: int) -> bool:

@@ -8,7 +8,8 @@ stands for (an alias bomb is refused after reading its few hundred bytes, never 
 than `MAX_ALIASES` aliases, and duplicate mapping keys (YAML would silently keep the last one),
 naming both lines. Only then are Python values built, with integers longer than `MAX_INT_DIGITS`
 digits and `!!binary` refused. Multi-document files (Kubernetes manifests) are read with
-`read_yaml(path, documents=True)`, under the same bounds.
+`read_yaml(path, documents=True)`, under the same bounds. The same pass can record the line of every
+key and list item (`lines=`), so a field path found wrong later can name its line (`line_of`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -152,22 +154,30 @@ def _line(event: Any) -> int:
     return int(event.start_mark.line) + 1
 
 
-def _check_events(text: str) -> None:
-    """One pass over the YAML events: nesting depth, alias expansion, duplicate keys (raises _Bad)."""
+Lines = dict[tuple[int | str, ...], int]  # (document index, *field path) -> line
+
+
+def _check_events(text: str, lines: Lines | None = None) -> None:
+    """One pass over the YAML events: nesting depth, alias expansion, duplicate keys (raises _Bad);
+    `lines` gets the line of each document, key and list item."""
     loader = _Loader(text)
     stack: list[_Frame] = []
     anchors: dict[str, int] = {}  # anchor -> values it stands for
     aliases = 0
+    doc = -1
     try:
         while (event := loader.get_event()) is not None:
             if isinstance(event, yaml.DocumentStartEvent):
                 anchors.clear()
+                doc += 1
             if not isinstance(event, yaml.NodeEvent | yaml.CollectionEndEvent):
                 continue
             parent = stack[-1] if stack else None
             is_key = parent is not None and parent.mapping and parent.index % 2 == 0
             here = () if parent is None else (
                 parent.path + ((parent.key,) if parent.mapping else (parent.index,)))
+            if lines is not None and not isinstance(event, yaml.CollectionEndEvent) and not is_key:
+                lines.setdefault((doc, *here), _line(event))  # a value: where its key or list item is
             if isinstance(event, yaml.CollectionEndEvent):
                 done = stack.pop()
                 if done.anchor:
@@ -201,6 +211,8 @@ def _check_events(text: str) -> None:
                                    "YAML would keep only the last: remove one")
                     parent.keys[key] = _line(event)
                     parent.key = key
+                    if lines is not None:
+                        lines[(doc, *parent.path, key)] = _line(event)
                 if isinstance(event, yaml.ScalarEvent) and event.anchor:
                     anchors[event.anchor] = 1
             if parent is not None:
@@ -247,9 +259,9 @@ _Constructor.add_constructor("tag:yaml.org,2002:int", _Constructor.construct_yam
 _Constructor.add_constructor("tag:yaml.org,2002:binary", _Constructor.construct_yaml_binary)
 
 
-def _parse(text: str, file: str, many: bool) -> Any:
+def _parse(text: str, file: str, many: bool, lines: Lines | None = None) -> Any:
     try:
-        _check_events(text)
+        _check_events(text, lines)
         loader = _Constructor(text)
         try:
             if not many:
@@ -276,18 +288,28 @@ def read_text(path: Path) -> str:
     return decode_text(read_bytes(path), str(path))
 
 
-def read_stdin_yaml(documents: bool = False) -> Any:
+def read_stdin_yaml(documents: bool = False, lines: Lines | None = None) -> Any:
     """YAML piped on standard input (`kpemu import -`), under the same bounds as a file's."""
     data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
         raise InputError([Problem("-", "", _too_big(len(data), MAX_FILE_BYTES))])
-    return _parse(decode_text(data, "-"), "-", many=documents)
+    return _parse(decode_text(data, "-"), "-", many=documents, lines=lines)
 
 
-def read_yaml(path: Path, documents: bool = False) -> Any:
+def read_yaml(path: Path, documents: bool = False, lines: Lines | None = None) -> Any:
     """Parse one YAML document from a file (`documents`: a list of every `---`-separated document, as
-    Kubernetes manifests come), with every bound above; syntax errors name their line."""
-    return _parse(read_text(path), str(path), many=documents)
+    Kubernetes manifests come), with every bound above; syntax errors name their line. `lines`, when
+    given, is filled with the line of every document, key and list item (see `line_of`)."""
+    return _parse(read_text(path), str(path), many=documents, lines=lines)
+
+
+def line_of(lines: Mapping[tuple[int | str, ...], int], path: tuple[int | str, ...]) -> int | None:
+    """The line of `path` (document index first), or of its nearest ancestor that is in the file
+    (a missing field is reported where its parent is)."""
+    for n in range(len(path), 0, -1):
+        if path[:n] in lines:
+            return lines[path[:n]]
+    return None
 
 
 def parse_model(model: type[M], data: Any, file: str, prefix: tuple[int | str, ...] = ()) -> M:

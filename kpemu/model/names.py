@@ -1,4 +1,4 @@
-"""Names derived from Kubernetes names: namespaces and interface names (15-character limit)."""
+"""Names derived from Kubernetes names: namespaces, interface names (15-character limit), MACs."""
 
 from __future__ import annotations
 
@@ -22,11 +22,7 @@ def short_ifname(prefix: str, name: str) -> str:
     return prefix + name[: IFNAMSIZ - len(prefix) - 5] + "-" + digest
 
 
-def calico_ifname(namespace: str, pod: str) -> str:
-    """Calico's host-side veth name: cali + sha1("<namespace>.<pod>")[:11] (VethNameForWorkload)."""
-    return "cali" + hashlib.sha1(f"{namespace}.{pod}".encode()).hexdigest()[:11]
-
-
-def flannel_ifname(namespace: str, pod: str) -> str:
-    """The bridge plugin's host-side veth: veth + 8 hex (random upstream; derived here, so stable)."""
-    return "veth" + hashlib.sha1(f"{namespace}/{pod}".encode()).hexdigest()[:8]
+def stable_mac(seed: str) -> str:
+    """A locally administered unicast MAC derived from `seed` (stable across runs)."""
+    b = hashlib.sha1(seed.encode()).digest()[:5]
+    return "02:" + ":".join(f"{x:02x}" for x in b)

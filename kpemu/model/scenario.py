@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,6 +21,7 @@ from pydantic import Field, field_validator, model_validator
 from kpemu.errors import InputError, Problem
 from kpemu.model import read_topology_source, topology_from_data
 from kpemu.model.load import parse_model, read_yaml
+from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import LabName, Strict, Topology, _check_ip
 
 FlowName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")]
@@ -237,17 +239,24 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_scenario(path: str | Path, proxy_mode: str | None = None) -> Scenario:
+# A topology's capture points ("member/interface"), from the plan layer (kpemu.plan.fabric.capture_points):
+# the model cannot know the CNI's interface names without planning the fabric.
+CapturePoints = Callable[[Topology], set[str]]
+
+
+def load_scenario(path: str | Path, proxy_mode: str | None = None,
+                  capture_points: CapturePoints | None = None) -> Scenario:
     """Read and validate a scenario file and its topology; InputError lists every problem.
 
-    `proxy_mode` (iptables | ipvs) overrides the topology's kubeProxy.mode and names the lab
-    `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations (written for
-    the file's mode) are dropped, the others are kept.
+    `proxy_mode` (iptables | ipvs | nftables) overrides the topology's kubeProxy.mode and names the
+    lab `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations (written for
+    the file's mode) are dropped, the others are kept. With `capture_points`, every hop's `at` must
+    be one of them.
     """
-    return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode)
+    return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode, capture_points)
 
 
-def load_file(path: str | Path) -> Topology | Scenario:
+def load_file(path: str | Path, capture_points: CapturePoints | None = None) -> Topology | Scenario:
     """A topology or a scenario file (a scenario has `flows:`), read once; InputError lists every problem."""
     path = Path(path)
     if not path.is_dir():
@@ -256,11 +265,12 @@ def load_file(path: str | Path) -> Topology | Scenario:
         except InputError:
             data = None  # several documents (Kubernetes manifests), or bad: the topology reader says which
         if isinstance(data, dict) and "flows" in data:
-            return scenario_from_data(data, path)
+            return scenario_from_data(data, path, capture_points=capture_points)
     return topology_from_data(read_topology_source(path), str(path))
 
 
-def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None) -> Scenario:
+def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None,
+                       capture_points: CapturePoints | None = None) -> Scenario:
     """`load_scenario` on the already-read YAML of the scenario file `path`."""
     file = str(path)
     spec = parse_model(ScenarioSpec, data, file)
@@ -290,7 +300,7 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None) -> 
     containers = topo.containers()
     flows = tuple(replace(f, src_container=f.src_member in containers)
                   for i, fl in enumerate(spec.flows) if (f := _resolve(topo, fl, i, file, problems)))
-    problems += check_expectations(spec, topo, file)
+    problems += check_expectations(spec, topo, file, capture_points(topo) if capture_points else None)
     problems += [Problem(file, f"flows[{spec.flows.index(f.flow)}].sourcePort", "a fixed source port is for UDP flows "
                          "(TCP would wait out TIME_WAIT between connections); drop sourcePort or send UDP")
                  for f in flows if f.flow.sourcePort is not None and f.protocol != "UDP"]
@@ -417,10 +427,8 @@ def _backends(topo: Topology, svc: Any) -> tuple[str, ...]:
     return tuple(p.name for p in topo.pods if p.ip in ips)
 
 
-def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]:
-    """Cross-field checks: flow names exist and are unique, hop points and backends exist."""
-    from kpemu.plan.fabric import plan_fabric
-
+def check_expectations(spec: ScenarioSpec, topo: Topology, file: str, points: set[str] | None) -> list[Problem]:
+    """Cross-field checks: flow names exist and are unique, backends and (given `points`) hop points exist."""
     problems: list[Problem] = []
     names = [f.name for f in spec.flows]
     for i, n in enumerate(names):
@@ -438,7 +446,6 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
             problems.append(Problem(file, f"flows[{i}]", f"{f.from_} is a container: give http: PATH (it runs "
                                                          "wget) or command: [...] (its own client)"))
     http_flows = {f.name for f in spec.flows if f.http is not None}
-    points = {f"{i.member}/{i.name}" for i in plan_fabric(topo).interfaces}
     pods = {p.name for p in topo.pods}
     for i, e in enumerate(spec.expect):
         base = f"expect[{i}]"
@@ -451,7 +458,7 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str) -> list[Pr
                 problems.append(Problem(file, f"{base}.backends[{j}]", f"unknown pod {b!r}; expected pods of the "
                                                                       f"topology: {sorted(pods)}"))
         for j, h in enumerate(e.hops):
-            if h.at not in points:
+            if points is not None and h.at not in points:
                 problems.append(Problem(file, f"{base}.hops[{j}].at", f"no capture point {h.at!r}; expected "
                                                                       f"member/interface, one of {sorted(points)}"))
             if h.outer not in (None, "vxlan", "ipip", "none"):
@@ -516,7 +523,7 @@ def _check_stale_conntrack(f: Fault, topo: Topology, file: str, base: str) -> li
         return [Problem(file, f"{base}.replacement", f"only stale-conntrack has a replacement, not {f.kind}")
                 ] if f.replacement is not None else []
     problems = []
-    if topo.kubeProxy.mode != "iptables":
+    if not MODE_FACTS[topo.kubeProxy.mode].service_chains:
         problems.append(Problem(file, f"{base}.kind", "stale-conntrack re-programs kube-proxy's iptables rules; "
                                                       "use it with kubeProxy.mode: iptables"))
     new = next((p for p in topo.pods if p.name == f.replacement), None)

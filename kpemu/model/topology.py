@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kpemu import cni as cni_registry
+
 Protocol = Literal["TCP", "UDP", "SCTP"]
 # Kubernetes object names: DNS-1123 labels (subdomains for pods; labels are strict enough here).
 K8sName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")]
@@ -22,7 +24,7 @@ CIDR = Annotated[str, Field(description="an IPv4 network such as 10.244.0.0/16")
 OLDEST_MINOR, NEWEST_MINOR = 10, 37  # kube-proxy releases 1.10 .. 1.37 are modelled (see proxy/versions.py)
 NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
 # nftables mode (alpha in 1.29) releases kpemu models (kpemu.proxy.nftables.eras).
-OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 35
+OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 36
 
 
 def _check_ip(value: str) -> str:
@@ -39,6 +41,12 @@ def _check_cidr(value: str) -> str:
         raise ValueError(f"expected an IPv4 network such as 10.244.0.0/16, got {value!r} ({e})") from None
 
 
+def _modes() -> tuple[str, ...]:
+    from kpemu.model.modes import MODE_FACTS  # its rows name this module's release constants
+
+    return tuple(MODE_FACTS)
+
+
 class Strict(BaseModel):
     """Base: unknown keys are errors (a typo must not be silently ignored)."""
 
@@ -48,7 +56,8 @@ class Strict(BaseModel):
 class KubeProxy(Strict):
     """kube-proxy settings that change what it programs."""
 
-    mode: Literal["iptables", "ipvs", "nftables"] = "iptables"
+    # one of the modes of kpemu.model.modes, listed in the JSON schema as they are when it is made
+    mode: str = Field("iptables", json_schema_extra=lambda s: s.update(enum=list(_modes())))
     version: str = NEWEST_KUBE_PROXY
     clusterCIDR: CIDR | None = None
     masqueradeAll: bool = False
@@ -62,6 +71,14 @@ class KubeProxy(Strict):
     scheduler: Literal["rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"] = "rr"
     nodePortRange: str = "30000-32767"
     backend: Literal["nft", "legacy"] = "nft"  # which iptables binary programs the node
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, v: str) -> str:
+        if v not in _modes():
+            *names, last = (repr(m) for m in _modes())
+            raise ValueError(f"Input should be {', '.join(names)} or {last}")
+        return v
 
     @field_validator("version")
     @classmethod
@@ -280,7 +297,8 @@ class Topology(Strict):
     """A whole lab."""
 
     name: LabName
-    cni: Literal["flannel-vxlan", "calico-ipip"] = "flannel-vxlan"
+    # one of the CNI registry's names (kpemu.cni), listed in the JSON schema as they are when it is made
+    cni: str = Field(cni_registry.DEFAULT, json_schema_extra=lambda s: s.update(enum=list(cni_registry.names())))
     kubeProxy: KubeProxy = Field(default_factory=KubeProxy)
     underlay: CIDR = "10.246.0.0/16"
     underlayGateway: IPv4 | None = None
@@ -297,6 +315,13 @@ class Topology(Strict):
         lambda v: None if v is None else _check_cidr(v)
     )
     _gw = field_validator("underlayGateway")(lambda v: None if v is None else _check_ip(v))
+
+    @field_validator("cni")
+    @classmethod
+    def _cni(cls, v: str) -> str:
+        if v not in cni_registry.names():
+            raise ValueError(cni_registry.expected())
+        return v
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)

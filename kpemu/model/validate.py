@@ -6,13 +6,13 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable
 
+from kpemu import cni as cni_registry
 from kpemu.errors import Problem
+from kpemu.model.modes import MODE_FACTS
 from kpemu.model.names import NETNS_NAME_MAX, netns_name
 from kpemu.model.topology import (
     NEWEST_MINOR,
-    NEWEST_NFT_MINOR,
     OLDEST_MINOR,
-    OLDEST_NFT_MINOR,
     Container,
     Pod,
     Service,
@@ -124,8 +124,9 @@ def check_topology(topo: Topology, file: str) -> list[Problem]:
         if topo.clusterCIDR and not cidr.subnet_of(Net(topo.clusterCIDR)):
             bad(f"nodes[{i}].podCIDR", f"{cidr} is not inside clusterCIDR {topo.clusterCIDR}")
         if n.tunnelIP:
-            if topo.cni != "calico-ipip":
-                bad(f"nodes[{i}].tunnelIP", "tunnelIP is only used with cni: calico-ipip; remove it")
+            if not cni_registry.cni_of(topo).tunnel_ip:
+                users = " or ".join(c.name for c in cni_registry.specs() if c.tunnel_ip)
+                bad(f"nodes[{i}].tunnelIP", f"tunnelIP is only used with cni: {users}; remove it")
             elif _ip(n.tunnelIP) not in cidr:
                 bad(f"nodes[{i}].tunnelIP", f"{n.tunnelIP} is outside the node's podCIDR {cidr}")
             claim_ip(f"nodes[{i}].tunnelIP", n.tunnelIP)
@@ -145,7 +146,7 @@ def check_topology(topo: Topology, file: str) -> list[Problem]:
         elif _ip(p.ip) in (cidr.network_address, cidr.broadcast_address, cidr.network_address + 1):
             used = "the network address" if _ip(p.ip) == cidr.network_address else (
                 "the broadcast address" if _ip(p.ip) == cidr.broadcast_address
-                else "the node's gateway (cni0 / tunl0) address")
+                else f"the node's gateway ({' / '.join(c.pod_device for c in cni_registry.specs())}) address")
             bad(f"pods[{i}].ip", f"{p.ip} is {used} of {cidr}; expected a pod address from .2 upward")
         ports = [(pp.port, pp.protocol) for pp in p.ports]
         if len(set(ports)) != len(ports):
@@ -209,14 +210,14 @@ def _check_kube_proxy(topo: Topology, bad: Report) -> None:
     if not OLDEST_MINOR <= kp.minor <= NEWEST_MINOR:
         bad("kubeProxy.version", f"kube-proxy {kp.version} is not modelled; expected 1.{OLDEST_MINOR} to "
                                  f"1.{NEWEST_MINOR}")
-    if kp.mode == "ipvs" and kp.minor < 11:
-        bad("kubeProxy.mode", "IPVS mode is modelled from kube-proxy 1.11 (GA); raise kubeProxy.version")
-    if kp.mode == "nftables" and not OLDEST_NFT_MINOR <= kp.minor <= NEWEST_NFT_MINOR:
-        bad("kubeProxy.mode", f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} "
-                              f"to 1.{NEWEST_NFT_MINOR}, got {kp.version}: raise kubeProxy.version or use mode "
-                              "iptables")
-    if kp.scheduler != "rr" and kp.mode != "ipvs":
-        bad("kubeProxy.scheduler", "scheduler only applies to mode: ipvs")
+    facts = MODE_FACTS[kp.mode]
+    if OLDEST_MINOR <= kp.minor <= NEWEST_MINOR and not facts.accepts(kp.minor):
+        fix = (f"raise kubeProxy.version to 1.{facts.first_minor}" if kp.minor < facts.first_minor else
+               f"lower kubeProxy.version to 1.{facts.last_minor}")
+        bad("kubeProxy.mode", f"{facts.releases}; got {kp.version}: {fix} or use mode iptables")
+    if kp.scheduler != "rr" and not facts.scheduler:
+        bad("kubeProxy.scheduler", "scheduler only applies to mode: "
+            + " or ".join(f.name for f in MODE_FACTS.values() if f.scheduler))
 
 
 def _check_service(

@@ -7,23 +7,16 @@ between them. Nodes reach externals through it, so nothing ever leaves the lab's
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 from collections import defaultdict
 
+from kpemu.cni import cni_of
 from kpemu.model.names import netns_name, short_ifname
 from kpemu.model.topology import External, Topology
-from kpemu.plan.cni import calico, flannel
 from kpemu.plan.parts import Parts
 from kpemu.plan.types import Interface, Namespace, Plan, Route, Rules, Sysctl
 
 UNDERLAY = "underlay"
-
-
-def stable_mac(seed: str) -> str:
-    """A locally administered unicast MAC derived from `seed` (stable across runs)."""
-    b = hashlib.sha1(seed.encode()).digest()[:5]
-    return "02:" + ":".join(f"{x:02x}" for x in b)
 
 
 def external_gateways(topo: Topology) -> dict[ipaddress.IPv4Network, str]:
@@ -80,8 +73,7 @@ def plan_fabric(topo: Topology) -> Plan:
         via = topo.node(r.via).ip if r.via in {n.name for n in topo.nodes} else r.via
         p.routes.append(Route(under, r.dst, via=via, dev="br0"))
 
-    cni = flannel if topo.cni == "flannel-vxlan" else calico
-    cni.plan(topo, p)
+    cni_of(topo).plan(topo, p)
     return p.freeze(lab)
 
 
@@ -139,3 +131,8 @@ def loadbalancer_rules(topo: Topology, lb: External) -> str:
                 )
     lines += ["-A POSTROUTING -m conntrack --ctstate DNAT -j MASQUERADE", "COMMIT", ""]
     return "\n".join(lines)
+
+
+def capture_points(topo: Topology) -> set[str]:
+    """Every interface a capture can be taken on, as "member/interface" (what a hop's `at` names)."""
+    return {f"{i.member}/{i.name}" for i in plan_fabric(topo).interfaces}

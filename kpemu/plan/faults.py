@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from kpemu.cni import cni_of
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
-from kpemu.proxy.modes import mode_of, restore_step
+from kpemu.proxy.modes import node_state
+from kpemu.proxy.proxymode import restore_step
 
 CONNTRACK_MAX = "net/netfilter/nf_conntrack_max"
 # the nat chains whose MASQUERADE rules no-masquerade removes: kube-proxy's, flannel's, calico's
 MASQUERADE_CHAINS = ("KUBE-POSTROUTING", "FLANNEL-POSTRTG", "cali-nat-outgoing")
-# the device a node's pods hang off, per CNI: where a route "sent astray" points
-_POD_BRIDGE = {"flannel-vxlan": "cni0", "calico-ipip": "tunl0"}
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def _plan_fault(topo: Topology, f: Fault) -> FaultStep:
                     f"{node} by {f.device} with Don't Fragment set is dropped (PKT_TOO_BIG) and its sender gets "
                     "ICMP fragmentation needed")
     if f.kind == "rp-filter":
-        dev = _POD_BRIDGE.get(topo.cni, "cni0")
+        dev = cni_of(topo).pod_device  # where a route "sent astray" points
         return FaultStep(
             f.kind, node, ns,
             commands=(_sysctl("net.ipv4.conf.all.rp_filter", "1"), _sysctl("net.ipv4.conf.eth0.rp_filter", "1"),
@@ -166,7 +166,7 @@ def _stale_conntrack(topo: Topology, f: Fault) -> FaultStep:
     pod = next(p for p in topo.pods if p.name == f.pod)
     after = replaced_endpoint(topo, pod.name, f.replacement)
     def restore(topology: Topology, node: str) -> str:
-        return mode_of(topology).texts(topology, node)["iptables-restore"]
+        return node_state(topology, node).texts["iptables-restore"]
 
     steps = [restore_step(f"{n.name}: kube-proxy's re-sync", netns_name(topo.name, n.name),
                           resync_text(restore(topo, n.name), restore(after, n.name)), topo.kubeProxy.backend)

@@ -1,10 +1,14 @@
-"""The desired kernel state of a lab, as plain frozen data. Produced by `plan_fabric`, applied by
-`kpemu.kernel.apply`, and read by capture and analysis to know where packets can be seen."""
+"""The desired kernel state of a lab, as plain frozen data. Produced by `plan_fabric` (with kube-proxy's
+state added by `kpemu.jobs.build.lab_plan`), applied by the lab's job, and read by capture and analysis
+to know where packets can be seen and what the oracle walks."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from kpemu.proxy.state import ProxyState
 
 MemberKind = Literal["node", "pod", "external", "underlay"]
 
@@ -157,6 +161,8 @@ class Plan:
     fdb: tuple[Fdb, ...] = ()
     rules: tuple[Rules, ...] = ()
     interfaces: tuple[Interface, ...] = field(default=())
+    # kube-proxy's state per node, generated once for the run (kpemu.jobs.build.lab_plan adds it)
+    proxy: ProxyState | None = None
 
     def netns(self, member: str) -> str:
         """The namespace of a lab member (node, pod, external or 'underlay')."""

@@ -25,10 +25,17 @@ def _check(topo: Topology, node: str, fmt: str) -> None:
         raise InputError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
 
 
-def render_rules(topo: Topology, node: str, fmt: str) -> str:
-    """The text of `fmt` for `node`; InputError names --node / --format when they are wrong."""
+def rules_texts(topo: Topology, node: str, fmt: str) -> dict[str, str]:
+    """The texts of `fmt` (every format for "all") for `node`, from one generation of its state;
+    InputError names --node / --format when they are wrong."""
     _check(topo, node, fmt)
     texts = node_texts(topo, node)
+    return texts if fmt == "all" else {fmt: texts[fmt]}
+
+
+def render_rules(topo: Topology, node: str, fmt: str) -> str:
+    """The text of `fmt` for `node` ("all": each format under a `# --- name ---` heading)."""
+    texts = rules_texts(topo, node, fmt)
     if fmt != "all":
         return texts[fmt]
     return "".join(f"# --- {name} ---\n{texts[name]}" for name in ALL_FORMATS)

@@ -66,6 +66,16 @@ v1.38.0-alpha.2, so 1.37.z is the newest kube-proxy a cluster runs.
   `KubeProxyIPVS` feature gate (on by default; the documented plan is off by default in 1.40 and
   removal in 1.43) and a kubeadm warning (CHANGELOG-1.37, PR #139067); both leave 1.37's rules as
   they are.
+* nftables mode (kpemu.proxy.nftables.eras, modelled 1.29-1.36): 1.36 is a boundary. PR #135800
+  (CHANGELOG-1.36, v1.36.0: "Improved CPU usage in the nftables mode of kube-proxy when loading very
+  large rulesets") drops the mark-for-masquerade chain for inline `mark set mark or M`; PR #136499
+  adds the `hairpin-connections` set and its `ct status dnat` masquerade rule, one ClusterIP
+  masquerade rule in `services`, and DNAT maps in the policy chains (endpoint chains only for
+  ClientIP affinity). Test of record: TestOverallNFTablesRules at kubernetes/kubernetes@edca5633
+  (tests/data/nftables/overall-1.36-expected.nft); a v1.36.2 node's listing shows the same rules.
+  1.37 changes single-endpoint Services again (PR #140723, "avoid numgen map for single-endpoint
+  service DNAT", in the v1.37.0-rc.0 change list; its IPv6 crash fixed by PR #140960 before 1.37
+  shipped); the fixed rule text is not in any source found, so nftables mode stops at 1.36.
 """
 
 from __future__ import annotations

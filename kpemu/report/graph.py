@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import re
 
+from kpemu.cni import cni_of
 from kpemu.model.topology import Topology
 
 FORMATS = ("mermaid", "dot", "html")
@@ -20,12 +21,16 @@ def _id(name: str) -> str:
 
 
 def _overlay(topo: Topology) -> str:
-    return "VXLAN VNI 1 (flannel.1, UDP 8472)" if topo.cni == "flannel-vxlan" else "IPIP (tunl0)"
+    return cni_of(topo).overlay_label
+
+
+def _tunnel(topo: Topology, n) -> str:
+    """The node's tunnel device and its address, when the topology gives one."""
+    return f"{cni_of(topo).tunnel_device} {n.tunnelIP}" if n.tunnelIP else ""
 
 
 def _node_label(topo: Topology, n) -> str:
-    tun = f" tunl0 {n.tunnelIP}" if n.tunnelIP else ""
-    return f"{n.name}: {n.ip} pods {n.podCIDR}{tun}"
+    return " ".join(filter(None, (f"{n.name}: {n.ip} pods {n.podCIDR}", _tunnel(topo, n))))
 
 
 def _svc_label(s) -> str:
@@ -105,8 +110,7 @@ def topology_svg(topo: Topology) -> str:
         out.append(f'<rect x="{x}" y="120" width="{col_w - 20}" height="{h}" fill="#eef7ee" stroke="#338833"/>')
         out.append(f'<text x="{x + 8}" y="138" font-weight="bold">{e(n.name)}</text>')
         out.append(f'<text x="{x + 8}" y="154">pods {e(n.podCIDR)}</text>')
-        tun = f"tunl0 {n.tunnelIP}" if n.tunnelIP else ("flannel.1 / cni0" if topo.cni == "flannel-vxlan" else "tunl0")
-        out.append(f'<text x="{x + 8}" y="170">{e(tun)}</text>')
+        out.append(f'<text x="{x + 8}" y="170">{e(_tunnel(topo, n) or cni_of(topo).node_label)}</text>')
         for j, p in enumerate(topo.pods_on(n.name)):
             y = 180 + j * pod_h
             out.append(f'<rect x="{x + 14}" y="{y}" width="{col_w - 48}" height="26" rx="4" fill="#ffffff" '

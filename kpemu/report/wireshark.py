@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from kpemu.capture.pcap import VXLAN_PORTS
+from kpemu.cni import vxlan_ports
 
 RUN_PCAPNG = "run.pcapng"
 
@@ -32,9 +32,10 @@ def tshark_argv(pcapng: str, flow: str, conn: int) -> list[str]:
 
 
 def open_options() -> list[str]:
-    """flannel's VXLAN port is not Wireshark's default (4789): decode it as VXLAN. The same packet
-    seen at several hops is not a TCP retransmission: leave sequence analysis off."""
-    return ["-d", f"udp.port=={VXLAN_PORTS[0]},vxlan", "-o", "tcp.analyze_sequence_numbers:FALSE"]
+    """The CNIs' VXLAN ports (flannel's 8472) are not Wireshark's default (4789): decode them as VXLAN.
+    The same packet seen at several hops is not a TCP retransmission: leave sequence analysis off."""
+    decode = [arg for port in vxlan_ports() for arg in ("-d", f"udp.port=={port},vxlan")]
+    return [*decode, "-o", "tcp.analyze_sequence_numbers:FALSE"]
 
 
 def commands(pcapng: str, flow: str, conn: int) -> tuple[str, str]:

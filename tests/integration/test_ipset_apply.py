@@ -18,9 +18,9 @@ from kpemu.jobs.verify import readback_problems
 from kpemu.kernel import netns as nsmod
 from kpemu.model import load_topology
 from kpemu.plan.batch import Step
-from kpemu.proxy.ipset_text import IpSet, make_set, restore_input
-from kpemu.proxy.ipset_text import save_text as ipset_save_text
 from kpemu.proxy.ipvs import ipvs_rules
+from kpemu.proxy.ipvs.ipset_text import IpSet, make_set, restore_input
+from kpemu.proxy.ipvs.ipset_text import save_text as ipset_save_text
 from kpemu.proxy.save import rule_lines, ruleset_from_restore, save_text
 from tests.conftest import TOPOLOGIES
 

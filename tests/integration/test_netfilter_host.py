@@ -5,6 +5,7 @@ the flannel topology's nodes, and the rich rule set across releases)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -38,9 +39,10 @@ def _with(topo: Topology, **kp: object) -> Topology:
 
 def _apply(ns: str, topo: Topology, node: str) -> list[dict]:
     """Run the node's kube-proxy steps in `ns`, assert the read-back equals; the expectations."""
-    steps, expected = mode_of(topo).steps(topo, node, ns, (6, 1))
-    for step in steps:
-        run_step(step.to_json())
+    st = mode_of(topo).build(topo, node, (6, 1))
+    expected = list(st.readback)
+    for step in st.steps:
+        run_step(replace(step, ns=ns).to_json())
     assert readback_problems(expected, lambda _, kind: rules_text(ns, kind, topo.kubeProxy.backend)) == []
     return expected
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -53,10 +54,11 @@ def test_upstream_overall_rules_with_nfacct_apply_and_read_back(scratch: str, ba
     topo = load_topology(UPSTREAM)
     topo = topo.model_copy(update={"kubeProxy": topo.kubeProxy.model_copy(update={"backend": backend})})
     assert uses_nfacct(topo)
-    steps, expected = mode_of(topo).steps(topo, "test-node", scratch, (6, 1))
-    assert steps[0].kind == "nfacct"  # the counters exist before iptables-restore names them
-    for step in steps:
-        run_step(step.to_json())
+    st = mode_of(topo).build(topo, "test-node", (6, 1))
+    expected = list(st.readback)
+    assert st.steps[0].kind == "nfacct"  # the counters exist before iptables-restore names them
+    for step in st.steps:
+        run_step(replace(step, ns=scratch).to_json())
     assert readback_problems(expected, lambda _, kind: rules_text(scratch, kind, backend)) == []
     saved = rules_text(scratch, "iptables", backend)
     assert "-A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name  ct_state_invalid_dropped_pkts" \

@@ -6,6 +6,7 @@ difference or a refused transaction fails naming the first differing line / nft'
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -36,9 +37,10 @@ def scratch() -> Iterator[str]:
 
 def _apply(ns: str, topo: Topology, node: str) -> list[dict]:
     """The node's nftables step (one `nft -f -`), then the read-back problems must be none; the expectations."""
-    steps, expected = mode_of(topo).steps(topo, node, ns, (6, 1))
-    for step in steps:
-        run_step(step.to_json())
+    st = mode_of(topo).build(topo, node, (6, 1))
+    expected = list(st.readback)
+    for step in st.steps:
+        run_step(replace(step, ns=ns).to_json())
     assert _problems(ns, expected) == []
     return expected
 
@@ -63,12 +65,19 @@ def test_upstream_overall_fixture(scratch: str) -> None:
     assert "\t\tflags dynamic,timeout\n\t\ttimeout 3h\n" in got
 
 
+def test_upstream_1_36_fixture_listing_is_the_stored_one(scratch: str) -> None:
+    """1.36: hairpin-connections, inline marks and `dnat ip addr . port to numgen ... map` load and
+    list as tests/data/nftables/overall-1.36.list."""
+    _apply(scratch, load_topology(DATA / "nftables" / "overall-1.36.yaml"), "test-node")
+    assert _list(scratch) == (DATA / "nftables" / "overall-1.36.list").read_text()
+
+
 def test_worked_example_listing_is_the_reference(scratch: str) -> None:
     _apply(scratch, load_topology(DATA / "nftables" / "worked-1.33.yaml"), "node-a")
     assert _list(scratch) == (DATA / "nftables" / "worked-1.33.list").read_text()
 
 
-@pytest.mark.parametrize("version", ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34", "1.35"])
+@pytest.mark.parametrize("version", ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34", "1.35", "1.36"])
 @pytest.mark.parametrize("node", ["node1", "node2"])
 def test_rich_rule_set_across_releases(scratch: str, version: str, node: str) -> None:
     _apply(scratch, _nft(load_topology(DATA / "rich.yaml"), version), node)

@@ -21,7 +21,7 @@ def _run(name: str, out: Path) -> dict:
     res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", f"scenarios/{name}.yaml", "--runtime", "host",
                           "--out", str(out), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert res.returncode == 0, res.stderr[-4000:]
-    assert not [n for n in list_netns("kp-") if n.startswith(("kp-nft-cip-", "kp-nft-np-", "kp-nft-lb-"))]
+    assert not [n for n in list_netns("kp-") if n.startswith(("kp-nft-cip-", "kp-nft-np-", "kp-nft-lb-", "kp-nft-hp-"))]
     assert (out / "rules" / "node1.nft").read_text().startswith("table ip kube-proxy {\n")
     return json.loads(res.stdout)
 
@@ -48,3 +48,13 @@ def test_loadbalancer_source_ranges(tmp_path: Path) -> None:
     assert all(o["agree"] is True for o in _oracle(data).values())
     blocked = next(f for f in data["flows"] if f["name"] == "blocked-source")
     assert {c["outcome"] for c in blocked["connections"]} == {"dropped"}
+
+
+def test_hairpin_and_inline_masquerade_at_1_36(tmp_path: Path) -> None:
+    """1.36: web-0 reaching its own ClusterIP is masqueraded by masquerading's @hairpin-connections rule
+    (the model walks the same rules as the kernel's trace); NodePort traffic marked inline."""
+    data = _run("nft-hairpin", tmp_path)
+    for name, o in _oracle(data).items():
+        assert o["agree"] is True and o["checked"] >= 1, (name, o)
+    rules = (tmp_path / "rules" / "node1.nft").read_text()
+    assert "mark-for-masquerade" not in rules and "\tset hairpin-connections {\n" in rules

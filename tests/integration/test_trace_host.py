@@ -33,9 +33,10 @@ from kpemu.analyse.hooks import check_hook_claim, hooks_only
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.counters import snapshot
-from kpemu.kernel.trace import FlowMatch, start_tracing
+from kpemu.kernel.trace import start_tracing
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
+from kpemu.plan.tracing import FlowMatch
 from kpemu.proxy.iptables import iptables_rules, restore_text
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.server import serve_pods

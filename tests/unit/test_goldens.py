@@ -9,18 +9,14 @@ from itertools import pairwise
 
 import pytest
 
-from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR
-from scripts.goldens import GOLDEN, MODES, dump
-
-RELEASES = range(OLDEST_MINOR, NEWEST_MINOR + 1)
+from scripts.goldens import GOLDEN, MODES, RELEASES, dump
 
 
 def _stored(mode: str) -> dict[int, str]:
     return {int(p.stem.split(".")[1]): p.read_text() for p in (GOLDEN / mode).glob("1.*.rules")}
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("minor", RELEASES)
+@pytest.mark.parametrize(("mode", "minor"), [(mode, minor) for mode in MODES for minor in RELEASES[mode]])
 def test_release_dump_equals_its_golden(mode: str, minor: int) -> None:
     stored = _stored(mode)
     golden = max(m for m in stored if m <= minor)
@@ -30,7 +26,7 @@ def test_release_dump_equals_its_golden(mode: str, minor: int) -> None:
 @pytest.mark.parametrize("mode", MODES)
 def test_each_golden_is_a_boundary(mode: str) -> None:
     stored = _stored(mode)
-    assert min(stored) == OLDEST_MINOR
+    assert min(stored) == RELEASES[mode][0]
     minors = sorted(stored)
     for before, after in pairwise(minors):
         assert stored[before] != stored[after], f"golden 1.{after} repeats 1.{before}"
@@ -42,3 +38,13 @@ def test_newest_release_boundaries_are_the_documented_ones() -> None:
     assert "ct_state_invalid_dropped_pkts" in _stored("iptables")[30]
     assert "localhost_nps_accepted_pkts" not in _stored("iptables")[30]
     assert "-m nfacct --nfacct-name localhost_nps_accepted_pkts" in _stored("iptables")[31]
+
+
+def test_nftables_boundaries_are_the_modelled_eras() -> None:
+    """nftables goldens change where eras.py says the transaction changes: 1.30, 1.31, 1.33, 1.34
+    and 1.36 (the hairpin-connections rework, #135800/#136499)."""
+    stored = _stored("nftables")
+    assert sorted(stored) == [29, 30, 31, 33, 34, 36]
+    assert "mark-for-masquerade" in stored[34] and "mark-for-masquerade" not in stored[36]
+    assert "add set ip kube-proxy hairpin-connections " in stored[36]
+    assert " dnat ip addr . port to numgen random mod " in stored[36]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from kpemu.analyse.attribution import parse_trace
-from kpemu.analyse.hooks import EXPLAINERS, check_hook_claim, hook_walk, hooks_only, walk_text
+from kpemu.analyse.hooks import check_hook_claim, hook_walk, hooks_only, walk_text
+from kpemu.proxy.modes import MODES
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "trace"
 FORWARDED = ["PREROUTING", "FORWARD", "POSTROUTING"]
@@ -50,7 +54,7 @@ def test_ipvs_mode_clusterip_claim_holds_and_nodeport_does_not_with_local_in_exp
 
 
 def test_locally_generated_packet_starts_in_output_in_every_mode() -> None:
-    for mode in EXPLAINERS:
+    for mode in MODES:
         v = check_hook_claim("ClusterIP", ["OUTPUT", "POSTROUTING"], mode=mode)
         assert not v.right and "starts in OUTPUT" in v.explanation
 
@@ -65,11 +69,10 @@ def test_nftables_mode_names_its_own_chains_and_maps_not_iptables_or_ipvs() -> N
         assert "KUBE-" not in text and "IPVS" not in text and "in nftables mode" in text
 
 
-def test_a_mode_plugs_in_its_own_explainer_and_an_unknown_mode_says_none_was_written() -> None:
+def test_a_mode_plugs_in_its_own_explainer_and_an_unknown_mode_says_none_was_written(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     assert "no explanation written for ebpf mode" in check_hook_claim("NodePort", FORWARDED, "ebpf").explanation
-    EXPLAINERS["test-mode"] = lambda access, hooks, right: f"{access} {'/'.join(hooks)} {right}"
-    try:
-        assert check_hook_claim("NodePort", FORWARDED, "test-mode").explanation == \
-            "NodePort PREROUTING/FORWARD/POSTROUTING True"
-    finally:
-        del EXPLAINERS["test-mode"]
+    monkeypatch.setitem(MODES, "test-mode", replace(
+        MODES["iptables"], explain_hooks=lambda access, hooks, right: f"{access} {'/'.join(hooks)} {right}"))
+    assert check_hook_claim("NodePort", FORWARDED, "test-mode").explanation == \
+        "NodePort PREROUTING/FORWARD/POSTROUTING True"

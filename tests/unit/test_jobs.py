@@ -40,7 +40,9 @@ def test_route_lines() -> None:
 
 def test_ipvs_mode_programs_a_node_in_one_go_per_tool() -> None:
     topo = load_topology(TOPOLOGIES / "calico-ipip.yaml")
-    steps, expected = mode_of(topo).steps(topo, "node1", "kp-x-node1", (6, 1))
+    st = mode_of(topo).build(topo, "node1", (6, 1))
+    steps, expected = st.steps, st.readback
+    assert {s.ns for s in steps} == {f"kp-{topo.name}-node1"}
     assert [s.argv[0] for s in steps if s.kind == "run"] == ["ipset", "iptables-nft-restore", "ip", "ipvsadm"]
     assert [e["kind"] for e in expected] == ["iptables", "ipset", "ipvs"]
     ipvsadm = next(s for s in steps if s.argv[:1] == ("ipvsadm",))
@@ -49,7 +51,7 @@ def test_ipvs_mode_programs_a_node_in_one_go_per_tool() -> None:
 
 def test_a_removed_real_server_is_named_as_the_first_difference() -> None:
     topo = load_topology(TOPOLOGIES / "calico-ipip.yaml")
-    _, expected = mode_of(topo).steps(topo, "node1", "kp-x-node1", (6, 1))
+    expected = mode_of(topo).build(topo, "node1", (6, 1)).readback
     ipvs = next(e for e in expected if e["kind"] == "ipvs")
     kernel = ipvs["expected"].replace("-a -t 10.246.198.17:30080 -r 192.168.97.10:80 -m -w 1\n", "")
     problems = readback_problems([ipvs], lambda node, kind: kernel)

@@ -280,7 +280,7 @@ def test_what_the_api_server_rejects(tmp_path: Path) -> None:
             "'NodePort'",
     }
     for spec, message in cases.items():
-        assert _error(tmp_path, f"metadata: {{name: x}}\n{spec}\n") == f"{f}: {where} {message}\n", spec
+        assert _error(tmp_path, f"metadata: {{name: x}}\n{spec}\n") == f"{f}: line 22: {where} {message}\n", spec
 
 
 def test_unknown_kind_and_not_an_object(tmp_path: Path) -> None:
@@ -289,11 +289,11 @@ def test_unknown_kind_and_not_an_object(tmp_path: Path) -> None:
     res = kpemu("import", str(f))
     assert res.returncode == 2
     assert res.stderr.splitlines() == [
-        f"{f}: document 3 kind: unknown kind 'Deployment'; kpemu reads Node, Pod, Service, EndpointSlice, Endpoints, "
-        "KubeProxyConfiguration (and Lists of them): remove it or select kinds, e.g. kubectl get "
+        f"{f}: line 20: document 3 kind: unknown kind 'Deployment'; kpemu reads Node, Pod, Service, EndpointSlice, "
+        "Endpoints, KubeProxyConfiguration (and Lists of them): remove it or select kinds, e.g. kubectl get "
         "nodes,pods,services,endpointslices",
-        f"{f}: document 4: not a Kubernetes object (expected apiVersion and kind); give kubectl output, e.g. kubectl "
-        "get nodes,pods,services,endpointslices -A -o yaml",
+        f"{f}: line 23: document 4: not a Kubernetes object (expected apiVersion and kind); give kubectl output, "
+        "e.g. kubectl get nodes,pods,services,endpointslices -A -o yaml",
     ]
     assert kpemu("import", str(tmp_path / "missing.yaml")).stderr == f"{tmp_path / 'missing.yaml'}: no such file or " \
                                                                         "directory\n"
@@ -336,9 +336,15 @@ def test_kube_proxy_configuration(tmp_path: Path) -> None:
         "version": "1.30", "mode": "iptables", "clusterCIDR": "10.244.0.0/16", "masqueradeBit": 15,
         "localhostNodePorts": False, "nodePortAddresses": ["192.168.58.2/32"]}
     assert "#   KubeProxyConfiguration:\n#     conntrack (1)\n" in res.stdout
-    f.write_text(f.read_text().replace("mode: iptables", "mode: nftables"))
-    assert kpemu("import", str(f)).stderr == (f"{f}: document 3 (KubeProxyConfiguration) mode: Unsupported value: "
-                                              "'nftables': kpemu models kube-proxy modes 'iptables' and 'ipvs'\n")
+    f.write_text(f.read_text().replace("mode: iptables", "mode: nftables").replace(
+        "iptables: {masqueradeBit: 15, localhostNodePorts: false}", "nftables: {masqueradeBit: 13}"))
+    assert yaml.safe_load(kpemu("import", str(f)).stdout)["kubeProxy"] == {
+        "version": "1.30", "mode": "nftables", "clusterCIDR": "10.244.0.0/16", "masqueradeBit": 13,
+        "nodePortAddresses": ["192.168.58.2/32"]}
+    f.write_text(f.read_text().replace("mode: nftables", "mode: kernelspace"))
+    assert kpemu("import", str(f)).stderr == (f"{f}: line 21: document 3 (KubeProxyConfiguration) mode: Unsupported "
+                                              "value: 'kernelspace': kpemu models kube-proxy modes 'iptables', 'ipvs' "
+                                              "and 'nftables'\n")
 
 
 PASTED = """\
@@ -381,4 +387,5 @@ def test_a_topology_may_include_pasted_service_manifests(tmp_path: Path) -> None
     ]
     f.write_text(PASTED.replace("ports: [{name: http, port: 80, targetPort: http}]", "ports: []"))
     res = kpemu("validate", str(f))
-    assert res.returncode == 2 and res.stderr == f"{f}: services[1] (Service default/web) spec.ports: Required value\n"
+    assert (res.returncode, res.stderr) == (2, f"{f}: line 16: services[1] (Service default/web) spec.ports: "
+                                               "Required value\n")

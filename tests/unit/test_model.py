@@ -9,9 +9,11 @@ import pytest
 import yaml
 
 from kpemu.cli import main
+from kpemu.cni.calico_ipip.plan import calico_ifname
+from kpemu.cni.flannel_vxlan.plan import flannel_ifname
 from kpemu.errors import InputError
 from kpemu.model import load_topology, topology_from_data
-from kpemu.model.names import calico_ifname, flannel_ifname, short_ifname
+from kpemu.model.names import short_ifname
 from tests.conftest import TOPOLOGIES
 
 BASE = yaml.safe_load((TOPOLOGIES / "flannel-vxlan.yaml").read_text())

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kpemu.analyse.nftexplain import _kernel_dnat, _nat_phrases
 from kpemu.analyse.nfttrace import attribute, journeys, kube_path, parse_trace
 from kpemu.analyse.oracle import Packet, predict_for_topology
 from kpemu.kernel.nfttrace import trace_table_text
-from kpemu.kernel.trace import FlowMatch
 from kpemu.model import load_topology
+from kpemu.model.scenario import load_scenario
+from kpemu.plan.tracing import FlowMatch
 from kpemu.proxy.nftables import nftables_transaction
 
-DATA = Path(__file__).parent.parent / "data" / "nftables"
+ROOT = Path(__file__).parent.parent.parent
+DATA = ROOT / "tests" / "data" / "nftables"
 API = "FKIP43JP-default/api/tcp/http"
 EP = "QM5CVHIM-default/api/tcp/http__10.0.1.6/8080"
 # The event lines nft prints for an external client's SYN to the eTP=Local NodePort of the worked
@@ -104,3 +107,44 @@ def test_ledger_phrases_name_the_dnat_chain_element_and_arm() -> None:
         "DNAT": [f"DNAT by endpoint-{EP} (via element {{ tcp . 30080 : goto external-{API} }} of map "
                  f"service-nodeports; numgen arm 0 : goto endpoint-{EP} (1 in 1))"],
         "SNAT": [], "MARK": []}
+
+
+# 1.36 (DNAT maps, inline masquerade marks): an external client's SYN to the eTP=Cluster NodePort of
+# scenarios/nft-nodeport.yaml at 1.36, as this host's kernel traced it (packet fields shortened).
+WEB = "SUSTUHLJ-default/web/tcp/http"
+TRACE_136 = f"""\
+trace id 6c4b4c46 ip kube-proxy filter-prerouting-pre-dnat packet: iif "eth0" ip saddr 10.242.72.50 ip daddr 192.168.1.100 ip id 5744 tcp sport 42515 tcp dport 30080
+trace id 6c4b4c46 ip kube-proxy filter-prerouting-pre-dnat rule ct state new jump firewall-check (verdict jump firewall-check)
+trace id 6c4b4c46 ip kube-proxy filter-prerouting-pre-dnat policy accept
+trace id 6c4b4c46 ip kube-proxy nat-prerouting rule jump services (verdict jump services)
+trace id 6c4b4c46 ip kube-proxy services rule ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports (verdict goto external-{WEB})
+trace id 6c4b4c46 ip kube-proxy external-{WEB} rule meta mark set meta mark | 0x00004000 comment "masquerade" (verdict continue)
+trace id 6c4b4c46 ip kube-proxy external-{WEB} rule goto service-{WEB} (verdict goto service-{WEB})
+trace id 6c4b4c46 ip kube-proxy service-{WEB} rule meta l4proto tcp dnat ip to numgen random mod 2 map {{ 0 : 10.244.0.2 . 80, 1 : 10.244.1.5 . 80 }} (verdict accept)
+trace id 6c4b4c46 ip filter FORWARD packet: iif "eth0" oif "flannel.1" ip saddr 10.242.72.50 ip daddr 10.244.1.5 ip id 5744 tcp sport 42515 tcp dport 80
+trace id 6c4b4c46 ip kube-proxy filter-forward rule ct state new jump service-endpoints-check (verdict jump service-endpoints-check)
+trace id 6c4b4c46 ip kube-proxy filter-forward rule ct state new jump cluster-ips-check (verdict jump cluster-ips-check)
+trace id 6c4b4c46 ip kube-proxy filter-forward policy accept meta mark 0x00004000
+trace id 6c4b4c46 ip kube-proxy nat-postrouting rule jump masquerading (verdict jump masquerading)
+trace id 6c4b4c46 ip kube-proxy masquerading rule meta mark & 0x00004000 != 0x00000000 meta mark set meta mark ^ 0x00004000 masquerade fully-random (verdict accept)
+"""
+
+
+def test_1_36_dnat_map_is_attributed_to_the_arm_the_packet_took() -> None:
+    """The DNAT map rule does not say which arm acted: the next packet line's destination does."""
+    topo = load_scenario(ROOT / "scenarios" / "nft-nodeport.yaml").topology
+    topo = topo.model_copy(update={"kubeProxy": topo.kubeProxy.model_copy(update={"version": "1.36"})})
+    table = nftables_transaction(topo, "node1").table()
+    hops = parse_trace(TRACE_136)["6c4b4c46"]
+    assert _kernel_dnat(hops) == "10.244.1.5:80"
+    dnat = next(h for h in hops if h.chain == f"service-{WEB}")
+    assert attribute(dnat, table, hops[0].packet, "10.244.1.5:80") == "numgen map arm 1 : 10.244.1.5 . 80 (1 in 2)"
+    assert _nat_phrases(hops, table) == {
+        "DNAT": [f"DNAT by service-{WEB} (via element {{ tcp . 30080 : goto external-{WEB} }} of map service-nodeports; "
+                 "numgen map arm 1 : 10.244.1.5 . 80 (1 in 2))"],
+        "SNAT": ["masquerade by masquerading"],
+        "MARK": [f"masquerade mark by external-{WEB}"],
+    }
+    pred = predict_for_topology(topo, "node1", Packet("10.242.72.50", "192.168.1.100", 30080))
+    assert {o.dnat for o in pred.outcomes} == {"10.244.0.2:80", "10.244.1.5:80"}
+    assert all(o.kube_path() == kube_path(hops) for o in pred.outcomes)

@@ -47,6 +47,22 @@ FLOWS = [
      "remote", "10.180.0.2:80", False),
     ("external to externalIP, eTP=Cluster", "overall", "test-node", "203.0.113.2", "192.168.99.33", 80, "remote",
      "10.180.0.4:80, 10.180.0.5:80", True),
+    # 1.36 (hairpin-connections, DNAT maps): upstream's TestClusterIPGeneral / TestLoadBalancer flows at
+    # kubernetes@edca5633 on the TestOverallNFTablesRules services
+    ("1.36 pod to ClusterIP", "overall-1.36", "test-node", "10.180.0.2", "172.30.0.41", 80, "remote",
+     "10.180.0.1:80", False),
+    ("1.36 hairpin to cluster IP is masqueraded by @hairpin-connections", "overall-1.36", "test-node",
+     "10.180.0.1", "172.30.0.41", 80, "remote", "10.180.0.1:80", True),
+    ("1.36 off-cluster source to ClusterIP is masqueraded", "overall-1.36", "test-node", "192.168.5.5",
+     "172.30.0.44", 80, "remote", "10.180.0.4:80, 10.180.0.5:80", True),
+    ("1.36 accepted external to LB with source ranges (affinity)", "overall-1.36", "test-node", "203.0.113.2",
+     "5.6.7.8", 80, "remote", "10.180.0.3:80", True),
+    ("1.36 blocked external to LB with source ranges", "overall-1.36", "test-node", "203.0.113.130", "5.6.7.8", 80,
+     "remote", "DROP", False),
+    ("1.36 pod to eTP=Local LB without local endpoints: short-circuit", "overall-1.36", "test-node", "10.0.0.2",
+     "1.2.3.4", 80, "remote", "10.180.0.2:80", False),
+    ("1.36 ClusterIP without endpoints", "overall-1.36", "test-node", "10.0.0.2", "172.30.0.46", 80, "remote",
+     "REJECT", False),
 ]
 
 
@@ -115,3 +131,24 @@ def test_1_29_firewall_sets(tmp_path: Path, src: str, dst: str, port: int, origi
     pred = predict_nft(tx.table(), Packet(src, dst, port, origin=origin), NODE_IPS, "node-a")
     assert _output(pred) == output
 
+
+
+def test_1_36_steps_dnat_in_the_service_chain_and_hairpin_masquerade() -> None:
+    """1.36: the services chain marks nothing for a pod source, the service chain DNATs through its
+    anonymous map (no endpoint chain), and masquerading's second rule (`ct status dnat` + the
+    hairpin 4-tuple) masquerades the pod that reached itself."""
+    table = nftables_transaction(load_topology(DATA / "overall-1.36.yaml"), "test-node").table()
+    (only,) = predict_nft(table, Packet("10.180.0.1", "172.30.0.41", 80), NODE_IPS, "test-node").outcomes
+    assert [(s.chain, s.target) for s in only.steps] == [
+        ("filter-prerouting-pre-dnat", "jump firewall-check"),
+        ("nat-prerouting", "jump services"),
+        ("services", "goto service-ULMVA6XW-ns1/svc1/tcp/p80"),
+        ("service-ULMVA6XW-ns1/svc1/tcp/p80", "accept"),
+        ("filter-forward", "jump service-endpoints-check"),
+        ("filter-forward", "jump cluster-ips-check"),
+        ("nat-postrouting", "jump masquerading"),
+        ("masquerading", "accept"),
+    ]
+    assert only.steps[-1].rule.text.startswith("ct status dnat ")  # type: ignore[union-attr]
+    assert (only.endpoint_chain, only.masquerade_chain, only.marked_masq) == (
+        "service-ULMVA6XW-ns1/svc1/tcp/p80", "masquerading", False)

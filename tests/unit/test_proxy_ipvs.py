@@ -2,7 +2,7 @@
 """IPVS-mode state for reference 9.4's default/nginx example, in three kube-proxy eras.
 
 Expected texts are written by hand from reference/kube-proxy.md sections 3.1-3.6, 4.1 and 9.3
-(and the ipvsadm/ipset output formats documented in kpemu/proxy/ipvsadm_text.py and
+(and the ipvsadm/ipset output formats documented in kpemu/proxy/ipvs/ipvsadm_text.py and
 ipset_text.py), not copied from kpemu's output.
 """
 

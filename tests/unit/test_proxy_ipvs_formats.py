@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from kpemu.model import topology_from_data
-from kpemu.proxy.ipset_text import canonical_save, make_set, save_text
 from kpemu.proxy.ipvs import ipvs_rules
-from kpemu.proxy.ipvsadm_text import RealServer, VirtualServer, canonical_ipvsadm, ipvsadm_save
+from kpemu.proxy.ipvs.ipset_text import canonical_save, make_set, save_text
+from kpemu.proxy.ipvs.ipvsadm_text import RealServer, VirtualServer, canonical_ipvsadm, ipvsadm_save
 
 # Captured from `ipset save` (ipset 7.17, kernel 6.18) in a throwaway namespace.
 REAL_SAVE = """\

@@ -3,8 +3,10 @@
 
 Expected texts live in tests/data/nftables and were copied, not produced by kpemu:
 overall-expected.nft is TestOverallNFTablesRules (kubernetes/kubernetes
-pkg/proxy/nftables/proxier_test.go, 1.34/1.35); worked-1.33.nft / .list are the transaction and
-the nft 1.0.6 listing of reference/kube-proxy-nftables.md section 7.
+pkg/proxy/nftables/proxier_test.go, 1.34/1.35), overall-1.36-expected.nft the same test at
+kubernetes/kubernetes@edca5633 (the 1.36 rule set: hairpin-connections, DNAT maps) and
+overall-1.36.list the host's nft 1.0.6 listing of it; worked-1.33.nft / .list are the transaction
+and the nft 1.0.6 listing of reference/kube-proxy-nftables.md section 7.
 """
 
 from __future__ import annotations
@@ -28,14 +30,34 @@ from kpemu.proxy.render import render_rules
 DATA = Path(__file__).parent.parent / "data" / "nftables"
 
 
-def test_overall_nftables_rules_equal_upstream() -> None:
+@pytest.mark.parametrize(("fixture", "expected_file", "lines"), [
+    ("overall.yaml", "overall-expected.nft", 122),
+    ("overall-1.36.yaml", "overall-1.36-expected.nft", 103),
+])
+def test_overall_nftables_rules_equal_upstream(fixture: str, expected_file: str, lines: int) -> None:
     """TestOverallNFTablesRules: every object equal after upstream's sortNFTablesTransaction.
     Upstream's fake proxier injects masqueradeMark "0x4000", so the mark is passed the same way."""
-    topo = load_topology(DATA / "overall.yaml")
+    topo = load_topology(DATA / fixture)
     got = nftables_transaction(topo, "test-node", mark="0x4000").table().dump()
-    expected = sort_transaction((DATA / "overall-expected.nft").read_text())
+    expected = sort_transaction((DATA / expected_file).read_text())
     assert sort_transaction(got) == expected
-    assert len(expected.splitlines()) == 122
+    assert len(expected.splitlines()) == lines
+
+
+def test_1_36_listing_is_the_kernels() -> None:
+    """overall-1.36.list is what nft 1.0.6 printed after loading the 1.36 fixture's transaction in a
+    namespace on this host (tests/integration/test_nftables_host.py loads it again): inline marks
+    list as `meta mark set meta mark | M`, `dnat ip addr . port to <map>` as `dnat ip to <map>`."""
+    tx = nftables_transaction(load_topology(DATA / "overall-1.36.yaml"), "test-node")
+    assert listing(tx.table()) == (DATA / "overall-1.36.list").read_text()
+
+
+def test_1_36_transaction_adds_each_hairpin_element_once() -> None:
+    """nftElementStorage.ensureElem: svc3 and svc5 share the local endpoint 10.180.0.3:80, so the
+    transaction adds its hairpin-connections element once (upstream's comment in the fixture)."""
+    text = nftables_transaction(load_topology(DATA / "overall-1.36.yaml"), "test-node").text()
+    assert text.count("add element ip kube-proxy hairpin-connections { 10.180.0.3 . 10.180.0.3 . tcp . 80 }\n") == 1
+    assert "mark-for-masquerade" not in text
 
 
 def test_cli_rules_prints_the_go_rendered_mark() -> None:
@@ -51,9 +73,10 @@ def test_worked_example_1_33_transaction_and_listing() -> None:
     assert listing(tx.table()) == (DATA / "worked-1.33.list").read_text()
 
 
-def test_every_chain_is_added_before_it_is_named() -> None:
+@pytest.mark.parametrize("fixture", ["overall.yaml", "overall-1.36.yaml"])
+def test_every_chain_is_added_before_it_is_named(fixture: str) -> None:
     """`nft -f` resolves names in file order: no rule or element may name a chain not yet added."""
-    text = nftables_transaction(load_topology(DATA / "overall.yaml"), "test-node").text()
+    text = nftables_transaction(load_topology(DATA / fixture), "test-node").text()
     added: set[str] = set()
     for line in text.splitlines():
         w = line.split(" ")
@@ -133,6 +156,20 @@ def test_eras() -> None:
     assert [b.hook for _, b in era_for(35).base_chains[:2]] == ["prerouting", "output"]
 
 
+def test_1_36_masquerade_all_and_no_detector() -> None:
+    """1.36's one ClusterIP masquerade rule in `services`: masqueradeAll marks all ClusterIP
+    traffic; without a local-traffic detector there is none (proxier.go setupNFTables)."""
+    topo = _topo("1.36")
+    kp = topo.kubeProxy
+    every = topo.model_copy(update={"kubeProxy": kp.model_copy(update={"masqueradeAll": True})})
+    none = topo.model_copy(update={"kubeProxy": kp.model_copy(update={"clusterCIDR": None})})
+    assert _rules(every, "services") == [
+        'add rule ip kube-proxy services ip daddr @cluster-ips mark set mark or 0x00004000 comment "masquerade all clusterIP traffic"',
+        "add rule ip kube-proxy services ip daddr . meta l4proto . th dport vmap @service-ips",
+        "add rule ip kube-proxy services ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports"]
+    assert [r for r in _rules(none, "services") if "cluster-ips" in r] == []
+
+
 def test_listing_formats() -> None:
     assert priority_text(BaseHook("filter", "prerouting", -110)) == "dstnat - 10"
     assert priority_text(BaseHook("filter", "output", -110)) == "-110"
@@ -142,8 +179,10 @@ def test_listing_formats() -> None:
 
 
 @pytest.mark.parametrize(("version", "message"), [
-    ("1.28", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29 \(alpha\); kpemu models 1.29 to 1.35, "
-             r"got 1.28"),
+    ("1.28", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29 \(alpha\); kpemu models 1.29 to 1.36 .*; "
+             r"got 1.28: raise kubeProxy.version to 1.29 or use mode iptables"),
+    ("1.37", r"kpemu models 1.29 to 1.36 \(1.37 rewrote the single-endpoint DNAT rule, #140723 and #140960, .*\); "
+             r"got 1.37: lower kubeProxy.version to 1.36 or use mode iptables"),
     ("1.10", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29"),
 ])
 def test_nftables_mode_needs_a_release_that_has_it(tmp_path: Path, version: str, message: str) -> None:

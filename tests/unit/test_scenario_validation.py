@@ -11,6 +11,7 @@ from kpemu.cli import main
 from kpemu.errors import InputError
 from kpemu.model.scenario import Scenario, load_file, load_scenario
 from kpemu.model.topology import Topology
+from kpemu.plan.fabric import capture_points
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -30,7 +31,7 @@ def write(tmp_path: Path, data: dict) -> Path:
 
 def paths_of(tmp_path: Path, data: dict) -> list[str]:
     with pytest.raises(InputError) as e:
-        load_scenario(write(tmp_path, data))
+        load_scenario(write(tmp_path, data), capture_points=capture_points)
     return [p.path for p in e.value.problems]
 
 
@@ -103,6 +104,14 @@ def test_cli_validate_exits_2_with_file_and_path(tmp_path: Path, capsys: pytest.
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert f"{bad}: flows[0].to.pod: unknown pod 'web-9'" in err
+
+
+def test_cli_validate_names_a_hop_at_no_capture_point(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = write(tmp_path, dict(BASE, expect=[{"flow": "f", "hops": [{"at": "node1/flannel.9"}]}]))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: expect[0].hops[0].at: no capture point 'node1/flannel.9'; expected member/interface" in err
+    assert "'node1/flannel.1'" in err
 
 
 def test_cli_run_rejects_bad_scenario_before_building(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

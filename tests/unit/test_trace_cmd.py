@@ -162,7 +162,7 @@ def test_bad_arguments_exit_2() -> None:
     assert no_port.returncode == 2 and "the destination needs a port" in no_port.stderr
     nft = kpemu("trace", "--nft", "x.nft", "--node", "n", "--node-ip", "10.0.0.1", "--src", "10.0.0.9",
                 "--dst", "10.0.0.1:80")
-    assert nft.returncode == 2 and "nftables dumps (nft list ruleset) are not read yet" in nft.stderr
+    assert (nft.returncode, nft.stderr) == (2, "x.nft: cannot read the dump: No such file or directory\n")
     half = kpemu("trace", "--ipvs", "tests/data/seed-000-node1.ipvs", "--node", "node1", "--node-ip", "10.0.0.1",
                  "--src", "10.0.0.9", "--dst", "10.0.0.1:80")
     assert half.returncode == 2 and "needs both --ipvs FILE" in half.stderr

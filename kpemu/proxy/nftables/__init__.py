@@ -8,6 +8,7 @@ kpemu.kernel.nftables.
 
 from kpemu.proxy.nftables.generate import nftables_transaction, settings_for
 from kpemu.proxy.nftables.listing import listing
+from kpemu.proxy.nftables.mode import MODE
 from kpemu.proxy.nftables.tx import Table, Transaction, sort_transaction
 
-__all__ = ["Table", "Transaction", "listing", "nftables_transaction", "settings_for", "sort_transaction"]
+__all__ = ["MODE", "Table", "Transaction", "listing", "nftables_transaction", "settings_for", "sort_transaction"]

@@ -1,10 +1,11 @@
 """kube-proxy's nftables proxier, one full sync on a clean node, as a pure function.
 
-Follows setupNFTables() and syncProxyRules() of pkg/proxy/nftables/proxier.go (1.29 .. 1.35):
+Follows setupNFTables() and syncProxyRules() of pkg/proxy/nftables/proxier.go (1.29 .. 1.36):
 the table, base chains (added and deleted once per process so priority changes apply), the
 jump chains, helper chains, sets and verdict maps, then per service port: endpoint chains,
 service-/local-/external- chains, elements of cluster-ips / service-ips / service-nodeports /
-no-endpoint-* / firewall-ips, masquerade and dispatch rules, affinity sets, endpoint DNAT rules.
+no-endpoint-* / firewall-ips (and hairpin-connections, 1.36+), masquerade and dispatch rules,
+affinity sets, endpoint DNAT rules (1.36+: DNAT maps in the policy chains; see eras.py).
 Every chain is added before any rule or element that names it, so `nft -f` accepts the text.
 """
 
@@ -80,6 +81,7 @@ class _Sync:
         self.topo, self.node, self.st, self.era = topo, node, st, st.era
         self.tx = Transaction()
         self.comments = self.era.object_comments
+        self.hairpins: set[tuple[str, ...]] = set()  # nftElementStorage.ensureElem: each key once
 
     def c(self, text: str) -> str | None:
         """An object comment, when this release's knftables writes them."""
@@ -93,7 +95,12 @@ class _Sync:
         created.add(name)
 
     def masq(self) -> str:
-        return f"jump {E.MARK_MASQ}"
+        """The masquerade-marking action: a jump to mark-for-masquerade, inline from 1.36 (#135800)."""
+        return f"mark set mark or {self.st.mark}" if self.era.hairpin_set else f"jump {E.MARK_MASQ}"
+
+    def masq_comment(self, text: str) -> str | None:
+        """1.36's inline masquerade rules carry a comment where the jump had none."""
+        return text if self.era.hairpin_set else None
 
     # -- setupNFTables ------------------------------------------------------------------------
     def setup(self) -> None:
@@ -111,13 +118,21 @@ class _Sync:
             self.ensure_chain(dst, created)
             tx.add_rule(src, f"{extra} jump {dst}".strip())
         second = E.CLUSTER_IPS_CHECK if era.cluster_ips else E.FORWARD
-        for name in (E.SERVICES, second, E.MASQUERADING, E.MARK_MASQ):
+        top = (E.SERVICES, second, E.MASQUERADING) + (() if era.hairpin_set else (E.MARK_MASQ,))
+        for name in top:
             self.ensure_chain(name, created)
         m = st.mark
-        tx.add_rule(E.MARK_MASQ, f"mark set mark or {m}")
-        tx.add_rule(E.MASQUERADING, f"mark and {m} == 0 return")
-        tx.add_rule(E.MASQUERADING, f"mark set mark xor {m}")
-        tx.add_rule(E.MASQUERADING, "masquerade fully-random")
+        if era.hairpin_set:
+            tx.add_set("set", E.HAIRPIN, "ipv4_addr . ipv4_addr . inet_proto . inet_service",
+                       comment=self.c("service hairpin connections"))
+            tx.add_rule(E.MASQUERADING, f"mark and {m} != 0 mark set mark xor {m} masquerade fully-random")
+            tx.add_rule(E.MASQUERADING, f"ct status dnat ip saddr . ip daddr . meta l4proto . th dport @{E.HAIRPIN} "
+                                        "masquerade fully-random")
+        else:
+            tx.add_rule(E.MARK_MASQ, f"mark set mark or {m}")
+            tx.add_rule(E.MASQUERADING, f"mark and {m} == 0 return")
+            tx.add_rule(E.MASQUERADING, f"mark set mark xor {m}")
+            tx.add_rule(E.MASQUERADING, "masquerade fully-random")
         if era.forward_invalid_drop:  # kpemu's nodes keep nf_conntrack_tcp_be_liberal at 0
             tx.add_rule(E.FORWARD, "ct state invalid drop")
 
@@ -165,6 +180,12 @@ class _Sync:
                    comment=self.c("ClusterIP, ExternalIP and LoadBalancer IP traffic"))
         tx.add_set("map", E.SERVICE_NODEPORTS, "inet_proto . inet_service : verdict",
                    comment=self.c("NodePort traffic"))
+        if era.hairpin_set:  # one ClusterIP masquerade rule for every service (#136499)
+            if st.masquerade_all:
+                tx.add_rule(E.SERVICES, f"ip daddr @{E.CLUSTER_IPS} {self.masq()}", "masquerade all clusterIP traffic")
+            elif st.cluster_cidr:
+                tx.add_rule(E.SERVICES, f"ip daddr @{E.CLUSTER_IPS} ip saddr != {st.cluster_cidr} {self.masq()}",
+                            "masquerade clusterIP traffic from outside cluster")
         tx.add_rule(E.SERVICES, f"{DADDR_KEY} vmap @{E.SERVICE_IPS}")
         if st.nodeport_ips is None:
             tx.add_rule(E.SERVICES, f"fib daddr type local {NO_LOCALHOST} {NODEPORT_MATCH} "
@@ -211,8 +232,13 @@ class _Sync:
         reachable = _reachable(info, uses_cluster, uses_local)
         has_endpoints = bool(cluster_eps) or bool(local_eps)
 
+        affinity = svc.sessionAffinity == "ClientIP"
+        endpoint_chains = affinity or not self.era.hairpin_set  # 1.36+: only for affinity
         for ep in reachable:
-            self.ensure_chain(f"endpoint-{_ep_base(info, ep)}", active)
+            if endpoint_chains:
+                self.ensure_chain(f"endpoint-{_ep_base(info, ep)}", active)
+            if self.era.hairpin_set and ep.node == self.node:
+                self.hairpin((ep.ip, ep.ip, proto, str(ep.port)))
         if uses_cluster:
             self.ensure_chain(cluster_chain, active)
         if uses_local:
@@ -274,7 +300,7 @@ class _Sync:
                 tx.add_element(E.NO_ENDPOINT_NODEPORTS, (proto, str(node_port)), verdict, s_name,
                                kind="map")
 
-        if has_internal:
+        if has_internal and not self.era.hairpin_set:
             match = f"ip daddr {svc.clusterIP}" + (f" {proto} dport {port}" if self.era.cip_masq_port else "")
             if st.masquerade_all:
                 tx.add_rule(internal_chain, f"{match} {self.masq()}")
@@ -283,7 +309,7 @@ class _Sync:
 
         if uses_ext:
             if not etp_local:
-                tx.add_rule(ext_chain, self.masq())
+                tx.add_rule(ext_chain, self.masq(), self.masq_comment("masquerade"))
             else:
                 if st.cluster_cidr:
                     tx.add_rule(ext_chain, f"ip saddr {st.cluster_cidr} goto {cluster_chain}",
@@ -293,18 +319,19 @@ class _Sync:
             if has_external:
                 tx.add_rule(ext_chain, f"goto {external_policy}")
 
-        affinity = svc.sessionAffinity == "ClientIP"
         if affinity:
             for ep in reachable:
                 tx.add_set("set", f"affinity-{_ep_base(info, ep)}", "ipv4_addr", flags=("dynamic", "timeout"),
                            timeout=svc.sessionAffinityTimeout)
+        write = self.dispatch if endpoint_chains else self.dnat_map
         if uses_cluster:
-            self.dispatch(cluster_chain, cluster_eps, info, affinity)
+            write(cluster_chain, cluster_eps, info, affinity)
         if uses_local:
-            self.dispatch(local_chain, local_eps, info, affinity)
-        for ep in reachable:
+            write(local_chain, local_eps, info, affinity)
+        for ep in reachable if endpoint_chains else ():
             chain = f"endpoint-{_ep_base(info, ep)}"
-            tx.add_rule(chain, f"ip saddr {ep.ip} {self.masq()}")
+            if not self.era.hairpin_set:  # 1.36+: the hairpin-connections set instead
+                tx.add_rule(chain, f"ip saddr {ep.ip} {self.masq()}")
             if affinity:
                 tx.add_rule(chain, f"update @affinity-{_ep_base(info, ep)} {{ ip saddr }}")
             tx.add_rule(chain, f"meta l4proto {proto} dnat to {ep.hostport}")
@@ -317,6 +344,18 @@ class _Sync:
                 self.tx.add_rule(chain, f"ip saddr @affinity-{b} goto endpoint-{b}")
         arms = " , ".join(f"{i} : goto endpoint-{_ep_base(info, ep)}" for i, ep in enumerate(eps))
         self.tx.add_rule(chain, f"numgen random mod {len(eps)} vmap {{ {arms} }}")
+
+    def dnat_map(self, chain: str, eps: tuple[EndpointInfo, ...], info: ServicePortInfo, _affinity: bool) -> None:
+        """writeServiceToEndpointDNATs (1.36+): the policy chain DNATs through an anonymous map."""
+        arms = " , ".join(f"{i} : {ep.ip} . {ep.port}" for i, ep in enumerate(eps))
+        self.tx.add_rule(chain, f"meta l4proto {info.protocol} dnat ip addr . port to numgen random mod {len(eps)} "
+                                f"map {{ {arms} }}")
+
+    def hairpin(self, key: tuple[str, ...]) -> None:
+        """A hairpin-connections element (1.36+), added once however many service ports share it."""
+        if key not in self.hairpins:
+            self.hairpins.add(key)
+            self.tx.add_element(E.HAIRPIN, key)
 
 
 def _reachable(info: ServicePortInfo, uses_cluster: bool, uses_local: bool) -> tuple[EndpointInfo, ...]:

@@ -58,12 +58,17 @@ def _anon_set(m: re.Match[str]) -> str:
     return f"{m.group(1)}{{ {', '.join(items)} }}"
 
 
+_MARK_OP = {"or": "|", "xor": "^"}
+
+
 def rule_text(text: str) -> str:
-    """A rule as kube-proxy writes it -> as nft lists it."""
-    t = re.sub(r"^mark set mark or (0x[0-9a-f]+)$", lambda m: f"meta mark set meta mark | {_hex32(m[1])}", text)
-    t = re.sub(r"^mark set mark xor (0x[0-9a-f]+)$", lambda m: f"meta mark set meta mark ^ {_hex32(m[1])}", t)
-    t = re.sub(r"^mark and (0x[0-9a-f]+) == 0 return$",
-               lambda m: f"meta mark & {_hex32(m[1])} == 0x00000000 return", t)
+    """A rule as kube-proxy writes it -> as nft lists it (mark statements and tests anywhere in the
+    rule, since 1.36 writes them inline; `dnat ip addr . port to <map>` lists as `dnat ip to`)."""
+    t = re.sub(r"(?<!meta )\bmark set mark (or|xor) (0x[0-9a-f]+)",
+               lambda m: f"meta mark set meta mark {_MARK_OP[m[1]]} {_hex32(m[2])}", text)
+    t = re.sub(r"(?<!meta )\bmark and (0x[0-9a-f]+) (==|!=) 0\b",
+               lambda m: f"meta mark & {_hex32(m[1])} {m[2]} 0x00000000", t)
+    t = t.replace(" dnat ip addr . port to numgen ", " dnat ip to numgen ")
     t = re.sub(r"(ip [sd]addr (?:!= )?)\{ ([^}]*) \}", _anon_set, t)
     return t.replace(" , ", ", ")
 

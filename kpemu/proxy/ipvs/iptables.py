@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kpemu.proxy.ipset_text import IpSet
+from kpemu.proxy.ipvs.ipset_text import IpSet
 from kpemu.proxy.versions import Flavour
 
 SERVICES, POSTROUTING, NODE_PORT = "KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-NODE-PORT"

@@ -542,14 +542,9 @@ def restore_text(rs: RuleSet) -> str:
     return "\n".join(out) + "\n"
 
 
-def kube_proxy_chains(rs: RuleSet) -> dict[str, set[str]]:
-    """Per table, the user chains in the rule set (what read-back comparison is restricted to)."""
-    return {name: {c.name for c in t.user_chains} for name, t in rs.tables.items()}
-
-
 def uses_nfacct(topo: Topology) -> bool:
     """Whether the nodes' kube-proxy rules name nfacct counters (so they must exist first)."""
-    return topo.kubeProxy.mode == "iptables" and flavour_for(topo.kubeProxy).nfacct
+    return flavour_for(topo.kubeProxy).nfacct
 
 
 def needs_route_localnet(topo: Topology) -> bool:

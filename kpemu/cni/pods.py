@@ -1,4 +1,4 @@
-"""Per-CNI planners: flannel VXLAN and calico IPIP, as those CNIs program a real node."""
+"""What every CNI plan does for a pod before wiring it: its namespace."""
 
 from __future__ import annotations
 

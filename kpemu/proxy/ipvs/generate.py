@@ -4,8 +4,8 @@
 leaves it open:
 
 - Node addresses (GetAllLocalAddressesExcept("kube-ipvs0"), minus loopback and link-local): the
-  node's underlay IP plus the CNI's addresses on the node: calico-ipip: tunl0 (tunnelIP, default
-  podCIDR .1); flannel-vxlan: flannel.1 (podCIDR .0) and cni0 (podCIDR .1). Kube-proxy of 1.21 and
+  node's underlay IP plus the addresses its CNI puts on the node's devices (kpemu.cni.node_addresses,
+  e.g. flannel.1's and cni0's, or tunl0's). Kube-proxy of 1.21 and
   older also created NodePort virtual servers on 127.0.0.1 (`Flavour.ipvs_localhost_nodeport_vs`).
   `nodePortAddresses` filters the list as kube-proxy does.
 - ipsets are created in the order of reference 3.1 (kube-proxy iterates a Go map); members and
@@ -21,12 +21,13 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from kpemu import cni as cni_registry
 from kpemu.model.topology import Topology
-from kpemu.proxy import ipset_text, ipvsadm_text
 from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
-from kpemu.proxy.ipset_text import IpSet
-from kpemu.proxy.ipvs_iptables import IpvsIptables, JumpRule, ipvs_iptables
-from kpemu.proxy.ipvsadm_text import RealServer, VirtualServer
+from kpemu.proxy.ipvs import ipset_text, ipvsadm_text
+from kpemu.proxy.ipvs.ipset_text import IpSet
+from kpemu.proxy.ipvs.iptables import IpvsIptables, JumpRule, ipvs_iptables
+from kpemu.proxy.ipvs.ipvsadm_text import RealServer, VirtualServer
 from kpemu.proxy.versions import Flavour, flavour_for
 
 DUMMY_DEVICE = "kube-ipvs0"
@@ -144,13 +145,7 @@ def _by_builtin(jumps: tuple[JumpRule, ...], table: str) -> list[JumpRule]:
 
 def node_addresses(topo: Topology, node: str, f: Flavour) -> tuple[str, ...]:
     """Addresses kube-proxy finds on the node for NodePort virtual servers (module docstring)."""
-    n = topo.node(node)
-    pod_net = ipaddress.IPv4Network(n.podCIDR)
-    addrs = [n.ip]
-    if topo.cni == "calico-ipip":
-        addrs.append(n.tunnelIP or str(pod_net.network_address + 1))
-    else:
-        addrs += [str(pod_net.network_address), str(pod_net.network_address + 1)]
+    addrs = list(cni_registry.node_addresses(topo, node))
     npa = [ipaddress.IPv4Network(c) for c in topo.kubeProxy.nodePortAddresses]
     if npa:
         return tuple(sorted({a for a in addrs if any(ipaddress.IPv4Address(a) in c for c in npa)}, key=_ipkey))

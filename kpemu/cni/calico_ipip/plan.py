@@ -9,11 +9,12 @@ address and routes via 169.254.1.1, answered by proxy ARP (which needs the node'
 
 from __future__ import annotations
 
-import ipaddress
+import hashlib
 
-from kpemu.model.names import calico_ifname, netns_name
-from kpemu.model.topology import Node, Topology
-from kpemu.plan.cni import pod_namespace
+from kpemu.cni.calico_ipip import TUNNEL, tunnel_ip
+from kpemu.cni.pods import pod_namespace
+from kpemu.model.names import netns_name, stable_mac
+from kpemu.model.topology import Topology
 from kpemu.plan.parts import Parts
 from kpemu.plan.types import Interface, Neighbour, Route, Rules, Sysctl, Tunnel
 
@@ -22,22 +23,20 @@ HOST_MAC = "ee:ee:ee:ee:ee:ee"
 LINK_LOCAL_GW = "169.254.1.1"
 
 
-def tunnel_ip(node: Node) -> str:
-    """tunl0's address: tunnelIP, else the first address of the node's block (kpemu layout)."""
-    return node.tunnelIP or str(ipaddress.IPv4Network(node.podCIDR).network_address + 1)
+def calico_ifname(namespace: str, pod: str) -> str:
+    """Calico's host-side veth name: cali + sha1("<namespace>.<pod>")[:11] (VethNameForWorkload)."""
+    return "cali" + hashlib.sha1(f"{namespace}.{pod}".encode()).hexdigest()[:11]
 
 
 def plan(topo: Topology, p: Parts) -> None:
     """Add calico's tunnel, routes, workload interfaces and NAT rule for every node."""
-    from kpemu.plan.fabric import stable_mac
-
     mtu = topo.mtu - OVERHEAD
     for node in topo.nodes:
         ns = netns_name(topo.name, node.name)
-        p.tunnels.append(Tunnel(ns, "tunl0", mtu))
-        p.address(ns, "tunl0", f"{tunnel_ip(node)}/32")
+        p.tunnels.append(Tunnel(ns, TUNNEL, mtu))
+        p.address(ns, TUNNEL, f"{tunnel_ip(node)}/32")
         p.routes.append(Route(ns, node.podCIDR, type="blackhole", proto="bird"))
-        p.interfaces.append(Interface(ns, "tunl0", node.name, "tunnel", kind="raw"))
+        p.interfaces.append(Interface(ns, TUNNEL, node.name, "tunnel", kind="raw"))
         for pod in topo.pods_on(node.name):
             pns = pod_namespace(topo, p, pod)
             host = calico_ifname(pod.namespace, pod.name)
@@ -60,7 +59,7 @@ def plan(topo: Topology, p: Parts) -> None:
         for peer in topo.nodes:
             if peer.name != node.name:
                 p.routes.append(
-                    Route(ns, peer.podCIDR, via=peer.ip, dev="tunl0", onlink=True, proto="bird")
+                    Route(ns, peer.podCIDR, via=peer.ip, dev=TUNNEL, onlink=True, proto="bird")
                 )
         p.rules.append(Rules(ns, calico_nat_rules(), "calico"))
 
@@ -71,7 +70,7 @@ def calico_nat_rules() -> str:
         "*nat",
         ":cali-POSTROUTING - [0:0]",
         "-A POSTROUTING -j cali-POSTROUTING",
-        "-A cali-POSTROUTING -o tunl0 -m addrtype ! --src-type LOCAL --limit-iface-out "
+        f"-A cali-POSTROUTING -o {TUNNEL} -m addrtype ! --src-type LOCAL --limit-iface-out "
         "-m addrtype --src-type LOCAL -j MASQUERADE --random-fully",
         "COMMIT",
         "",

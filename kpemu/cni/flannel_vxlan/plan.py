@@ -7,25 +7,28 @@ permanent neighbour, the FDB entry and the onlink route; flannel's masquerade an
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 
-from kpemu.model.names import flannel_ifname, netns_name
+from kpemu.cni.flannel_vxlan import BRIDGE, PORT, VNI, VTEP, addresses
+from kpemu.cni.pods import pod_namespace
+from kpemu.model.names import netns_name, stable_mac
 from kpemu.model.topology import Node, Topology
-from kpemu.plan.cni import pod_namespace
 from kpemu.plan.parts import Parts
 from kpemu.plan.types import Fdb, Interface, Neighbour, Route, Rules, Sysctl, Vxlan
 
-VNI = 1
-PORT = 8472
 OVERHEAD = 50
 KUBE_PROXY_MARK = "0x4000/0x4000"
 
 
+def flannel_ifname(namespace: str, pod: str) -> str:
+    """The bridge plugin's host-side veth: veth + 8 hex (random upstream; derived here, so stable)."""
+    return "veth" + hashlib.sha1(f"{namespace}/{pod}".encode()).hexdigest()[:8]
+
+
 def vtep_mac(topo: Topology, node: Node) -> str:
     """flannel.1's MAC (random upstream, kept in the node annotation; derived here)."""
-    from kpemu.plan.fabric import stable_mac
-
-    return stable_mac(f"{topo.name}/{node.name}/flannel.1")
+    return stable_mac(f"{topo.name}/{node.name}/{VTEP}")
 
 
 def plan(topo: Topology, p: Parts) -> None:
@@ -35,35 +38,35 @@ def plan(topo: Topology, p: Parts) -> None:
     for node in topo.nodes:
         ns = netns_name(topo.name, node.name)
         cidr = ipaddress.IPv4Network(node.podCIDR)
-        gw = cidr.network_address + 1
-        p.vxlans.append(Vxlan(ns, "flannel.1", VNI, PORT, node.ip, "eth0", mtu, vtep_mac(topo, node)))
-        p.address(ns, "flannel.1", f"{cidr.network_address}/32")
-        p.bridge(ns, "cni0", mtu)
-        p.address(ns, "cni0", f"{gw}/{cidr.prefixlen}")
+        vtep_ip, gw = addresses(node)
+        p.vxlans.append(Vxlan(ns, VTEP, VNI, PORT, node.ip, "eth0", mtu, vtep_mac(topo, node)))
+        p.address(ns, VTEP, f"{vtep_ip}/32")
+        p.bridge(ns, BRIDGE, mtu)
+        p.address(ns, BRIDGE, f"{gw}/{cidr.prefixlen}")
         p.sysctls.append(Sysctl(ns, "net/bridge/bridge-nf-call-iptables", "1", optional=True))
         p.interfaces += [
-            Interface(ns, "flannel.1", node.name, "vxlan"),
-            Interface(ns, "cni0", node.name, "cni0"),
+            Interface(ns, VTEP, node.name, "vxlan"),
+            Interface(ns, BRIDGE, node.name, "cni0"),
         ]
         for pod in topo.pods_on(node.name):
             pns = pod_namespace(topo, p, pod)
             host = flannel_ifname(pod.namespace, pod.name)
             p.veth(pns, "eth0", ns, host, mtu)
-            p.port(ns, host, "cni0", hairpin=True)
+            p.port(ns, host, BRIDGE, hairpin=True)
             p.address(pns, "eth0", f"{pod.ip}/{cidr.prefixlen}")
-            p.routes.append(Route(pns, "default", via=str(gw), dev="eth0"))
+            p.routes.append(Route(pns, "default", via=gw, dev="eth0"))
             if network != cidr:
-                p.routes.append(Route(pns, str(network), via=str(gw), dev="eth0"))
+                p.routes.append(Route(pns, str(network), via=gw, dev="eth0"))
             p.interfaces.append(Interface(ns, host, node.name, "pod-veth"))
         for peer in topo.nodes:
             if peer.name == node.name:
                 continue
             peer_cidr = ipaddress.IPv4Network(peer.podCIDR)
             mac = vtep_mac(topo, peer)
-            p.neighbours.append(Neighbour(ns, "flannel.1", str(peer_cidr.network_address), mac))
-            p.fdb.append(Fdb(ns, "flannel.1", mac, peer.ip))
+            p.neighbours.append(Neighbour(ns, VTEP, str(peer_cidr.network_address), mac))
+            p.fdb.append(Fdb(ns, VTEP, mac, peer.ip))
             p.routes.append(
-                Route(ns, str(peer_cidr), via=str(peer_cidr.network_address), dev="flannel.1", onlink=True)
+                Route(ns, str(peer_cidr), via=str(peer_cidr.network_address), dev=VTEP, onlink=True)
             )
         p.rules.append(flannel_rules(ns, str(network), str(cidr)))
 

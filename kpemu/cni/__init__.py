@@ -1,0 +1,69 @@
+"""The CNI registry: the CNIs kpemu models, each a package of its own that exports its spec as `CNI`.
+
+Everything the rest of kpemu asks about a CNI is in its spec (kpemu.cni.spec.Cni): how it wires a
+node, the addresses it gives a node, its device names, what it needs of the kernel, how it is
+drawn, how its packets are decoded, how `kpemu import` recognises it. Nothing outside a CNI's
+package names a CNI. This module loads nothing of kpemu but its error types (the model reads the
+names here to validate `cni:` and must not pull in plan code); a CNI's package is imported the first
+time its spec is asked for, and its plan module only when a lab is planned. Adding a CNI is its own
+package plus one line in `CNIS`.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from kpemu.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from kpemu.cni.spec import Cni
+    from kpemu.model.topology import Topology
+
+# the topology's `cni:` value -> the package that holds the CNI (a test may register a spec itself)
+CNIS: dict[str, str | Cni] = {
+    "flannel-vxlan": "kpemu.cni.flannel_vxlan",
+    "calico-ipip": "kpemu.cni.calico_ipip",
+}
+DEFAULT = "flannel-vxlan"
+
+
+def names() -> tuple[str, ...]:
+    """Every CNI name a topology may give, in registry order."""
+    return tuple(CNIS)
+
+
+def expected() -> str:
+    """What a `cni:` value must be (the error for one kpemu does not model)."""
+    return f"expected {' or '.join(CNIS)}, the CNIs kpemu models"
+
+
+def cni(name: str) -> Cni:
+    """The spec of CNI `name`; InputError naming the field `cni` when kpemu does not model it."""
+    try:
+        entry = CNIS[name]
+    except KeyError:
+        raise InputError([Problem("", "cni", f"{expected()} (got {name!r})")]) from None
+    return import_module(entry).CNI if isinstance(entry, str) else entry
+
+
+def cni_of(topo: Topology) -> Cni:
+    """The spec of a topology's CNI."""
+    return cni(topo.cni)
+
+
+def specs() -> list[Cni]:
+    """Every registered CNI's spec, in registry order."""
+    return [cni(name) for name in CNIS]
+
+
+def node_addresses(topo: Topology, node: str) -> tuple[str, ...]:
+    """A node's own addresses in the lab: its underlay IP, then those the CNI puts on its devices
+    (kube-proxy's IPVS mode finds them as the node's addresses; the oracle treats them as local)."""
+    n = topo.node(node)
+    return (n.ip, *cni_of(topo).addresses(n))
+
+
+def vxlan_ports() -> tuple[int, ...]:
+    """The UDP ports any CNI sends VXLAN on, in registry order (Wireshark must be told to decode them)."""
+    return tuple(dict.fromkeys(p for c in specs() for p in c.vxlan_ports))

@@ -1,0 +1,299 @@
+"""Read `nft list ruleset` / `nft list table ip kube-proxy` strictly (as the nft binary prints them,
+with or without `-a` handles) into the structure kpemu's nftables generator produces
+(kpemu.proxy.nftables.tx.Table), so a node's real table can be compared with the generated one and
+walked by the same oracle (kpemu.analyse.nftwalk).
+
+Only `table ip kube-proxy` is read; every other table (a distribution's `table inet filter`,
+flannel's `table ip flannel-ipv4`, iptables-nft's `table ip nat`, an IPv6 `table ip6 kube-proxy`)
+is skipped and named in `NftDump.others`. Rules keep nft's listing form (`meta mark set meta mark
+| 0x00004000`); `listed()` puts a generated table in the same form with the listing module's own
+rule_text, so both sides are compared in one form. A dump cut short or garbled is an error naming
+the file and the line (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from kpemu.errors import InputError, Problem
+from kpemu.proxy.nftables.listing import priority_text, rule_text
+from kpemu.proxy.nftables.tx import FAMILY, TABLE, BaseHook, Chain, Element, NSet, Rule, Table
+
+KUBE_PROXY = f"{FAMILY} {TABLE}"
+_HANDLE = re.compile(r"\s+# handle \d+$")
+_HOOK = re.compile(r"^type (\w+) hook (\w+)(?: device \S+)? priority ([^;]+);(?: policy (\w+);)?$")
+_RULE_COMMENT = re.compile(r'^(.*?) comment ("(?:[^"\\]|\\.)*")$')
+_ELEMENT = re.compile(r'^(?P<key>.+?)(?: timeout \S+)?(?: expires \S+)?(?: counter packets \d+ bytes \d+)?'
+                      r'(?: comment (?P<comment>"(?:[^"\\]|\\.)*"))?(?: : (?P<value>.+))?$')
+_SET_PROPS = ("type ", "typeof ", "flags ", "timeout ", "size ", "gc-interval ", "policy ", "comment ",
+              "auto-merge", "counter")
+_DURATION = re.compile(r"(\d+)(ms|d|h|m|s)")
+_UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0}
+
+
+@dataclass
+class NftDump:
+    """A node's nftables dump: kube-proxy's table (None when the dump has none), the policies of
+    its base chains, and the other tables (by `family name`), which are not kube-proxy's."""
+
+    path: str
+    table: Table | None
+    policies: dict[str, str] = field(default_factory=dict)
+    others: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """`FILE (nft list ruleset; not kube-proxy's: table inet filter, ...)` for reports."""
+        others = [f"table {t}" + (" (IPv6; kpemu models IPv4)" if t == "ip6 kube-proxy" else "") for t in self.others]
+        tail = f"; not kube-proxy's, ignored: {', '.join(others)}" if others else ""
+        return f"{self.path} (nft list ruleset{tail})"
+
+
+def _unquote(text: str) -> str:
+    return text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+
+
+def _balanced(text: str) -> tuple[int, bool]:
+    """(brace depth change outside quotes, whether every quote is closed)."""
+    depth, quoted, esc = 0, False, False
+    for ch in text:
+        if esc:
+            esc = False
+        elif ch == "\\":
+            esc = True
+        elif ch == '"':
+            quoted = not quoted
+        elif not quoted:
+            depth += (ch == "{") - (ch == "}")
+    return depth, not quoted
+
+
+def _split_top(text: str) -> list[str]:
+    """`a, b "x,y", c` -> items split at commas outside quotes and braces."""
+    items, cur, depth, quoted = [], "", 0, False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and ch in "{}":
+            depth += 1 if ch == "{" else -1
+        elif not quoted and depth == 0 and ch == ",":
+            items.append(cur.strip())
+            cur = ""
+            continue
+        cur += ch
+    return [*items, cur.strip()] if cur.strip() or items else []
+
+
+def duration_seconds(text: str) -> int | None:
+    """nft's `3h`, `1m30s` -> seconds (None when it is not a duration)."""
+    if not re.fullmatch(r"(?:\d+(?:ms|d|h|m|s))+", text):
+        return None
+    return sum(int(n) * _UNIT[u] for n, u in _DURATION.findall(text))
+
+
+@lru_cache(maxsize=256)
+def priority_value(hook: str, text: str) -> int | None:
+    """A base chain's printed priority (`dstnat - 10`, `filter`, `-110`) -> its number, by asking
+    the listing module which number it prints that way for the hook."""
+    text = " ".join(text.split())
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return next((p for p in range(-1000, 1001) if priority_text(BaseHook("filter", hook, p)) == text), None)
+
+
+class _Reader:
+    def __init__(self, text: str, path: str):
+        self.lines = text.splitlines()
+        self.path = path
+        self.n = 0  # current line number (1-based once reading)
+        self.refs: list[tuple[int, str]] = []  # (line, text) of kube-proxy's rules and map elements
+
+    def bad(self, msg: str, line: int | None = None) -> InputError:
+        return InputError([Problem(self.path, f"line {line or self.n}", msg)])
+
+    def next(self) -> str | None:
+        """The next non-blank line without its `# handle N`, or None at the end."""
+        while self.n < len(self.lines):
+            self.n += 1
+            line = _HANDLE.sub("", self.lines[self.n - 1]).strip()
+            if line:
+                return line
+        return None
+
+    def truncated(self, what: str, start: int) -> InputError:
+        return self.bad(f"the dump is truncated: {what} (line {start}) is not closed by '}}'; save the whole "
+                        "output of nft list ruleset", len(self.lines))
+
+    # -- tables ------------------------------------------------------------------------------------
+    def read(self) -> NftDump:
+        dump = NftDump(self.path, None)
+        seen = False
+        while (line := self.next()) is not None:
+            if line.startswith("#"):  # iptables-nft's warnings
+                continue
+            m = re.fullmatch(r"table (\w+) (\S+) \{", line)
+            if not m:
+                raise self.bad(f"not a line of nft list ruleset: {line[:60]!r}; expected 'table FAMILY NAME {{'")
+            seen = True
+            name = f"{m[1]} {m[2]}"
+            if name == KUBE_PROXY:
+                if dump.table is not None:
+                    raise self.bad("table ip kube-proxy appears twice; give the output of one nft list ruleset")
+                dump.table = self.kube_proxy(dump.policies)
+            else:
+                self.skip(f"table {name}", 1)
+                dump.others.append(name)
+        if not seen:
+            raise InputError([Problem(self.path, "", "no table in the dump; expected the output of nft list ruleset "
+                                                     "or nft list table ip kube-proxy")])
+        return dump
+
+    def skip(self, what: str, depth: int) -> None:
+        """Skip the body of a block that is not kube-proxy's (braces counted outside quotes)."""
+        start = self.n
+        while depth > 0:
+            line = self.next()
+            if line is None:
+                raise self.truncated(what, start)
+            d, closed = _balanced(line)
+            if not closed:
+                raise self.bad(f"unclosed quote in {what}: {line[:60]!r}")
+            depth += d
+
+    def kube_proxy(self, policies: dict[str, str]) -> Table:
+        t = Table()
+        start = self.n
+        while True:
+            line = self.next()
+            if line is None:
+                raise self.truncated("table ip kube-proxy", start)
+            if line == "}":
+                self.check_references(t)
+                return t
+            if line.startswith("comment "):
+                t.comment = self.comment(line)
+                continue
+            m = re.fullmatch(r"(chain|set|map) (\S+) \{", line)
+            if m is None:
+                raise self.bad(f"not a line of table ip kube-proxy: {line[:60]!r}; expected chain, set or map NAME {{")
+            kind, name = m[1], m[2]
+            if name in t.chains or name in t.sets:
+                raise self.bad(f"{kind} {name} appears twice in table ip kube-proxy")
+            if kind == "chain":
+                t.chains[name] = self.chain(name, policies)
+            else:
+                t.sets[name] = self.set(kind, name)
+
+    def comment(self, line: str) -> str:
+        m = re.fullmatch(r'comment ("(?:[^"\\]|\\.)*")', line)
+        if m is None:
+            raise self.bad(f"comment without its closing quote: {line[:60]!r}")
+        return _unquote(m[1])
+
+    def chain(self, name: str, policies: dict[str, str]) -> Chain:
+        c, start = Chain(name), self.n
+        while True:
+            line = self.next()
+            if line is None:
+                raise self.truncated(f"chain {name}", start)
+            if line == "}":
+                return c
+            if line.startswith("type ") and not c.rules:
+                m = _HOOK.match(line)
+                prio = priority_value(m[2], m[3]) if m else None
+                if m is None or prio is None:
+                    raise self.bad(f"base chain {name}: cannot read {line!r}; expected 'type T hook H priority P; "
+                                   "policy accept;'")
+                c.hook = BaseHook(m[1], m[2], prio)
+                policies[name] = m[4] or "accept"
+            elif line.startswith("comment ") and not c.rules:
+                c.comment = self.comment(line)
+            else:
+                c.rules.append(self.rule(name, line))
+
+    def rule(self, chain: str, line: str) -> Rule:
+        depth, closed = _balanced(line)
+        if not closed or depth:
+            raise self.bad(f"rule of chain {chain} is cut short (an unclosed {'quote' if not closed else 'brace'}): "
+                           f"{line[:80]!r}")
+        m = _RULE_COMMENT.match(line)
+        rule = Rule(chain, m[1], _unquote(m[2])) if m else Rule(chain, line)
+        self.refs.append((self.n, rule.text))
+        return rule
+
+    def check_references(self, t: Table) -> None:
+        """Every chain a rule or map element jumps to and every set it names is in the table (nft
+        guarantees it, so a dump where one is not was cut or edited)."""
+        for line, text in self.refs:
+            for verb, name in re.findall(r"\b(jump|goto) ([^\s,}]+)", text):
+                if name not in t.chains:
+                    raise self.bad(f"{verb} {name}: no chain {name} in table ip kube-proxy (the dump is cut short or "
+                                   "edited)", line)
+            for name in re.findall(r"@([^\s,}]+)", text):
+                if name not in t.sets:
+                    raise self.bad(f"@{name}: no set or map {name} in table ip kube-proxy (the dump is cut short or "
+                                   "edited)", line)
+
+    def set(self, kind: str, name: str) -> NSet:
+        s, start = NSet(kind, name, ""), self.n
+        while True:
+            line = self.next()
+            if line is None:
+                raise self.truncated(f"{kind} {name}", start)
+            if line == "}":
+                break
+            if line.startswith("elements = {"):
+                s.elements = self.elements(s, line[len("elements = "):])
+            elif line.startswith("type ") or line.startswith("typeof "):
+                s.type = line if line.startswith("typeof ") else line[len("type "):]
+            elif line.startswith("flags "):
+                s.flags = tuple(f.strip() for f in line[len("flags "):].split(","))
+            elif line.startswith("timeout "):
+                s.timeout = duration_seconds(line[len("timeout "):])
+            elif line.startswith("comment "):
+                s.comment = self.comment(line)
+            elif not line.startswith(_SET_PROPS):
+                raise self.bad(f"not a line of {kind} {name}: {line[:60]!r}; expected type, flags, timeout, comment "
+                               "or elements = { ... }")
+        if not s.type:
+            raise self.bad(f"{kind} {name} has no type line", start)
+        return s
+
+    def elements(self, s: NSet, first: str) -> list[Element]:
+        start, text = self.n, first
+        while True:
+            depth, closed = _balanced(text)
+            if depth == 0 and closed:
+                break
+            line = self.next()
+            if line is None:
+                raise self.truncated(f"the elements of {s.kind} {s.name}", start)
+            text += " " + line
+        if not (text.startswith("{") and text.endswith("}")):
+            raise self.bad(f"elements of {s.kind} {s.name} do not end with '}}': {text[-40:]!r}")
+        parts = len(s.type.split(" : ")[0].split(" . "))
+        out = []
+        for item in _split_top(text[1:-1].strip()):
+            m = _ELEMENT.match(item)
+            key = tuple(k.strip() for k in m["key"].split(" . ")) if m else ()
+            if m is None or len(key) != parts or (s.kind == "map") != (m["value"] is not None):
+                want = f"{parts}-part key{' : verdict' if s.kind == 'map' else ''}"
+                raise self.bad(f"element {item[:60]!r} of {s.kind} {s.name} is garbled; expected a {want}")
+            comment = _unquote(m["comment"]) if m["comment"] else None
+            out.append(Element(s.name, key, m["value"], comment, s.kind))
+            if m["value"]:
+                self.refs.append((self.n, m["value"]))
+        return out
+
+
+def parse_nft(text: str, path: str) -> NftDump:
+    """The tables of an `nft list ruleset` (or `nft list table ...`) dump, `-a` handles allowed."""
+    return _Reader(text, path).read()
+
+
+def listed(table: Table) -> Table:
+    """A generated table with its rules in nft's listing form (what a dump of it shows)."""
+    chains = {n: replace(c, rules=[replace(r, text=rule_text(r.text)) for r in c.rules])
+              for n, c in table.chains.items()}
+    return replace(table, chains=chains)

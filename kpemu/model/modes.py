@@ -1,0 +1,39 @@
+"""The kube-proxy modes kpemu models and what validating a topology needs to know of each (pure).
+
+One row per mode. The model cannot import kpemu.proxy, so these facts live here; the proxy-mode
+registry (kpemu.proxy.modes) builds each mode's behaviour on its row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kpemu.model.topology import NEWEST_NFT_MINOR, OLDEST_NFT_MINOR
+
+
+@dataclass(frozen=True)
+class ModeFacts:
+    """What `kubeProxy.mode: <name>` allows."""
+
+    name: str
+    title: str  # how reports write it
+    first_minor: int  # oldest kube-proxy release (1.<minor>) kpemu models the mode for
+    last_minor: int | None  # newest one, None: every modelled release
+    releases: str  # which releases kpemu models the mode for, and why not others
+    scheduler: bool = False  # whether kubeProxy.scheduler applies
+    config_section: str = "iptables"  # the KubeProxyConfiguration section it reads masqueradeBit/-All from
+    service_chains: bool = False  # Services are iptables chains (KUBE-SVC/KUBE-SEP) an iptables-restore re-syncs
+
+    def accepts(self, minor: int) -> bool:
+        """Whether kpemu models this mode for release 1.<minor>."""
+        return minor >= self.first_minor and (self.last_minor is None or minor <= self.last_minor)
+
+
+MODE_FACTS: dict[str, ModeFacts] = {f.name: f for f in (
+    ModeFacts("iptables", "iptables", 10, None, "iptables mode is modelled from kube-proxy 1.10", service_chains=True),
+    ModeFacts("ipvs", "IPVS", 11, None, "IPVS mode is modelled from kube-proxy 1.11 (GA)", scheduler=True),
+    ModeFacts("nftables", "nftables", OLDEST_NFT_MINOR, NEWEST_NFT_MINOR,
+              f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} to "
+              f"1.{NEWEST_NFT_MINOR} (1.37 rewrote the single-endpoint DNAT rule, #140723 and #140960, whose "
+              "released text kpemu has not pinned yet)", config_section="nftables"),
+)}

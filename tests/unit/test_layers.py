@@ -1,0 +1,51 @@
+"""The arrows point one way: model <- plan/proxy/cni <- kernel/runtime <- run, and analysis and
+reports never import kernel code. Every `import` in the package is read (function-level imports
+included), so a lazy import cannot hide a wrong arrow."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "kpemu"
+# The layers that run, deploy or touch the kernel.
+KERNEL_SIDE = {"kernel", "jobs", "run", "lab", "runtime", "guest", "vm", "docker", "cli"}
+# layer -> the kpemu top-level modules it must not import
+FORBIDDEN = {
+    "model": KERNEL_SIDE | {"plan", "proxy", "analyse", "report", "capture", "traffic", "dumps"},
+    "cni": KERNEL_SIDE | {"proxy", "analyse", "report"},
+    "plan": KERNEL_SIDE | {"analyse", "report"},
+    "proxy": KERNEL_SIDE | {"analyse", "report"},
+    "analyse": KERNEL_SIDE,
+    "report": KERNEL_SIDE,
+    "dumps": KERNEL_SIDE,
+}
+
+
+@functools.cache
+def _imports() -> list[tuple[str, str]]:
+    """(importing module's layer, imported kpemu module) for every import in the package."""
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        layer = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            out += [(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} ({layer})", n)
+                    for n in names if n.startswith("kpemu.")]
+    return out
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports_point_one_way(layer: str) -> None:
+    wrong = [f"{where} imports {name}" for where, name in _imports()
+             if where.endswith(f"({layer})") and name.split(".")[1] in FORBIDDEN[layer]]
+    assert wrong == []
+
+
+def test_the_check_sees_lazy_imports() -> None:
+    """The reader finds a function-level import (the kind that once hid model -> plan)."""
+    assert any(name == "kpemu.k8s.load" and "model/__init__.py" in where for where, name in _imports())
