@@ -131,29 +131,3 @@ def test_report_html_renders_in_chromium(nodeport: tuple[Path, dict]) -> None:
     assert "<summary>rules (" in html and "<summary>capture (" in html
     for err in (shot.stderr, dom.stderr):
         assert "CONSOLE" not in err and "Uncaught" not in err, err[-2000:]
-
-
-def _attributions(hops: dict) -> list[str]:
-    return [b for f in hops["flows"] for h in f["hops"] for c in h.get("changed_by") or [] for b in c.get("by") or []]
-
-
-def test_compare_modes_prints_iptables_and_ipvs_or_why_not(tmp_path: Path) -> None:
-    res = kpemu(["run", "scenarios/nodeport-iptables.yaml", "--compare-modes", "--out", str(tmp_path)],
-                timeout=1500)
-    out = res.stdout + res.stderr
-    assert not list_netns("kp-nodeport-iptables-")
-    ipt = json.loads((tmp_path / "iptables" / "hops.json").read_text())
-    assert ipt["mode"] == "iptables" and ipt["lab"] == "nodeport-iptables-iptables" and ipt["ok"]
-    assert "nodeport-iptables [iptables] / external-to-nodeport" in out
-    assert "iptables vs IPVS" in out
-    if (tmp_path / "ipvs" / "hops.json").is_file():
-        ipvs = json.loads((tmp_path / "ipvs" / "hops.json").read_text())
-        assert ipvs["mode"] == "ipvs" and ipvs["lab"] == "nodeport-iptables-ipvs"
-        assert "iptables: tuple" in out and "ipvs: tuple" in out and "≠" in out
-        assert any(b.startswith("IPVS rr -> 172.17.0.") for b in _attributions(ipvs))
-        assert any(b.startswith("DNAT by KUBE-SEP-") for b in _attributions(ipt))
-        assert "IPVS rr" in out and "KUBE-SEP-" in out  # the side-by-side table shows both (cells may wrap)
-        assert res.returncode == (0 if ipvs["ok"] else 1), out[-3000:]
-    else:
-        assert res.returncode == 3, out[-3000:]
-        assert "no ipvs ledger" in out and "ipvs mode needs the guest kernel" in out

@@ -91,3 +91,22 @@ def test_conntrack_full_drops_the_new_connection_in_the_netfilter_hook(runtime: 
     assert "conntrack itself did" in v["text"] and more["drops"]["available"]
     assert next(c for c in data["checks"] if c["what"] == "died")["ok"]
     assert data["faults"][0]["done"][0].startswith("sysctl -w net.netfilter.nf_conntrack_max=4 (kernel-wide, was ")
+
+
+def _attributions(hops: dict) -> list[str]:
+    return [b for f in hops["flows"] for h in f["hops"] for c in h.get("changed_by") or [] for b in c.get("by") or []]
+
+
+def test_compare_modes_runs_iptables_ipvs_and_nftables_side_by_side(runtime: str, tmp_path: Path) -> None:
+    res = kpemu("run", "scenarios/nft-clusterip-vxlan.yaml", "--compare-modes", "--out", str(tmp_path))
+    out = res.stdout + res.stderr
+    runs = {m: json.loads((tmp_path / m / "hops.json").read_text()) for m in ("iptables", "ipvs", "nftables")}
+    assert {m: (r["mode"], r["lab"], r["ok"]) for m, r in runs.items()} == {
+        m: (m, f"nft-clusterip-vxlan-{m}", True) for m in runs}, out[-3000:]
+    assert res.returncode == 0, out[-3000:]
+    assert runs["ipvs"]["runtime"] == runtime and runs["iptables"]["runtime"] == runs["nftables"]["runtime"] == "host"
+    assert "nft-clusterip-vxlan [iptables] / pod-to-clusterip" in out
+    assert "iptables vs IPVS" in out and "iptables vs nftables" in out and "iptables: tuple" in out
+    assert any(b.startswith("DNAT by KUBE-SEP-") for b in _attributions(runs["iptables"]))
+    assert any(b.startswith("IPVS rr -> 10.244.") for b in _attributions(runs["ipvs"]))
+    assert any("endpoint-" in b for b in _attributions(runs["nftables"])), _attributions(runs["nftables"])
