@@ -107,17 +107,39 @@ class TraceData:
     drop_members: dict[str, str] = field(default_factory=dict)  # netns inode -> lab member
 
 
-def _request_packets(cl: ConnLedger, att: ConnAttribution) -> list[TracedPacket]:
-    """The connection's first packet (SYN / first datagram) as traced on each node, in hop order."""
+def _request_packets(cl: ConnLedger, att: ConnAttribution, ipvs: bool = False) -> list[TracedPacket]:
+    """The connection's first packet (SYN / first datagram) as traced on each node, in hop order
+    (with IPVS, its send through OUTPUT joined to it: `_with_ipvs_sends`)."""
     if not cl.request:
         return []
     first = cl.request[0].pkt
     mine = [p for p in att.packets if p.ip_id == first.ip_id and p.proto == first.proto]
     if first.proto == "tcp":
         mine = [p for p in mine if p.first.get("flags") == ["SYN"]]
+    if ipvs:
+        mine = _with_ipvs_sends(mine)
     order = list(dict.fromkeys(h.info.node for h in cl.request if h.info.node))
     mine.sort(key=lambda p: order.index(p.node) if p.node in order else len(order))
     return mine
+
+
+def _with_ipvs_sends(packets: list[TracedPacket]) -> list[TracedPacket]:
+    """Each packet IPVS took in INPUT joined with its send to the real server.
+
+    IPVS transmits the real-server packet through the OUTPUT hook, where the raw OUTPUT trace rule
+    (destination a backend) traces it again: `parse_trace` starts a new packet at that raw visit.
+    That packet is not generated on the node; it is the same packet (same IP ID, client source and
+    port) on the rest of its walk, so it is appended to the packet that ended in INPUT.
+    """
+    out: list[TracedPacket] = []
+    for p in packets:
+        prev = next((q for q in reversed(out) if q.node == p.node), None)
+        if (prev is not None and hooks_only(prev)[-1:] == ["INPUT"] and hooks_only(p)[:1] == ["OUTPUT"]
+                and (p.first.get("src"), p.first.get("sport")) == (prev.first.get("src"), prev.first.get("sport"))):
+            out[out.index(prev)] = TracedPacket(prev.node, prev.trace_id, prev.visits + p.visits)
+        else:
+            out.append(p)
+    return out
 
 
 def routed_pass(p: TracedPacket) -> tuple[TracedPacket, list]:
@@ -147,19 +169,18 @@ def _packet_for_model(p: TracedPacket) -> Packet | None:
     return Packet(h["src"], h["dst"], h["dport"], p.proto, sport, origin)
 
 
-def _until_postrouting(pred: Prediction) -> Prediction:
-    """The prediction without its nat POSTROUTING steps.
+def _until_ipvs_send(pred: Prediction) -> Prediction:
+    """The prediction without the steps of IPVS's send (OUTPUT and nat POSTROUTING).
 
-    IPVS (at LOCAL_IN) transmits the real-server packet itself and the trace flag does not follow
-    it, so a kernel trace of an IPVS packet ends in INPUT; POSTROUTING is then attributed from the
-    rule counters instead.
+    IPVS (at LOCAL_IN) transmits the real-server packet itself; when no trace rule matches that
+    packet again (or its visits were not joined), a kernel trace of an IPVS packet ends in INPUT and
+    POSTROUTING is attributed from the rule counters instead.
     """
     from dataclasses import replace
 
     out = []
     for o in pred.outcomes:
-        cut = next((i for i, st in enumerate(o.steps) if st.table == "nat" and st.chain == "POSTROUTING"),
-                   len(o.steps))
+        cut = next((i for i, st in enumerate(o.steps) if st.chain in ("OUTPUT", "POSTROUTING")), len(o.steps))
         out.append(replace(o, steps=o.steps[:cut]))
     return Prediction(pred.packet, pred.node, out)
 
@@ -277,7 +298,7 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
     _verdicts(topo, fl, atts, data, ex, services)
     for cl in fl.connections:
         att = atts.get(cl.index) or ConnAttribution()
-        firsts = _request_packets(cl, att)
+        firsts = _request_packets(cl, att, ipvs)
         if cl is rep:
             _describe_rep(topo, flow, cl, att, firsts, ex, captures or {})
         died = ex.verdicts.get(cl.index)
@@ -303,7 +324,7 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
             pred = cache[key]
             dnat = kernel_dnat(p) or (_ipvs_dnat(cl, p.node) if ipvs else None)
             if ipvs and "POSTROUTING" not in hooks_only(p):
-                pred = _until_postrouting(pred)  # IPVS sends the packet on untraced (see below)
+                pred = _until_ipvs_send(pred)  # IPVS sent the packet on untraced
             for d in compare_paths(pred, kernel_kube_path(p), dnat):
                 text = f"connection {cl.index}: {d.describe()}"
                 if d.describe() not in {x.split(": ", 1)[1] for x in ex.disagreements}:

@@ -8,7 +8,8 @@ after DNAT, is local to the node, else FORWARD), the filter chains, then nat POS
 the endpoint set, the DNAT targets, whether the masquerade mark is set and MASQUERADE applies.
 
 IPVS mode: ipset membership drives the `-m set` matches and, when the destination is a virtual
-server local to the node, IPVS picks one real server (every real server is an outcome).
+server local to the node, IPVS picks one real server (every real server is an outcome) and sends
+the packet on through the OUTPUT hook's filter chains and nat POSTROUTING.
 
 `compare_paths` checks a kernel trace (kpemu.analyse.attribution) against the outcomes; any
 difference is reported as "model vs kernel".
@@ -388,7 +389,10 @@ def predict(rs: RuleSet, pkt: Packet, local: Iterable[str], node: str = "",
             if path and path[0][1].ipvs is None:  # delivered locally, nothing forwards it
                 finals += [(pr, x, hooks) for pr, x in path]
                 continue
-            hooks = (*hooks, "POSTROUTING")
+            # IPVS sends the real-server packet through LOCAL_OUT (ip_vs_xmit.c, NF_HOOK(NF_INET_LOCAL_OUT));
+            # nat OUTPUT is not consulted again: the connection's destination NAT was set up in PREROUTING.
+            path = _hook(w, "OUTPUT", ("raw", "mangle", "filter"), path, done, {})
+            hooks = (*hooks, "OUTPUT", "POSTROUTING")
         else:
             hooks = ("PREROUTING", "FORWARD", "POSTROUTING")
             path = _hook(w, "FORWARD", ("mangle", "filter"), [(prob, s)], done, {})

@@ -104,10 +104,13 @@ def _note(s: Step, pkt: Packet, ipvs: IpvsModel | None) -> str:
     return f"   [{'; '.join(notes)}]" if notes else ""
 
 
+_IPVS_SENDS = ("OUTPUT", "POSTROUTING")  # the hooks IPVS sends the real-server packet through
+
+
 def _seen(pkt: Packet, o: Outcome, table: str, hook: str, dnat_done: bool) -> Packet:
     """The packet as a hook sees it: after kube-proxy's DNAT (nat PREROUTING/OUTPUT), or after IPVS
-    (LOCAL_IN) for POSTROUTING."""
-    if o.dnat and (dnat_done or (o.ipvs and hook == "POSTROUTING")):
+    (LOCAL_IN) for the OUTPUT and POSTROUTING hooks it sends the packet through."""
+    if o.dnat and (dnat_done or (o.ipvs and hook in _IPVS_SENDS)):
         ip, _, port = o.dnat.rpartition(":")
         return replace(pkt, dst=ip, dport=int(port))
     return pkt
@@ -130,10 +133,11 @@ def render_trace(nr: NodeRules, pred: Prediction, origin: str) -> str:
     for i, o in enumerate(pred.outcomes, 1):
         out.append("")
         out.append(f"outcome {i}: probability {o.probability:g}")
-        dnat_done = False
+        dnat_done = sent = False
         for table, hook, steps in _hook_groups(o.steps):
-            if o.ipvs and hook == "POSTROUTING":  # IPVS chose the real server in LOCAL_IN, before this hook
+            if o.ipvs and hook in _IPVS_SENDS and not sent:  # IPVS chose the real server in LOCAL_IN, before
                 out.append(f"  {o.ipvs}")
+                sent = True
             out.append(f"  {table} {hook}")
             seen = _seen(pkt, o, table, hook, dnat_done)
             out.extend(f"    {_line(s)}{_note(s, seen, nr.ipvs)}" for s in steps)

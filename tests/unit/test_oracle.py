@@ -205,7 +205,7 @@ def test_ipvs_nodeport_seed000_marks_masq_and_ipvs_picks_the_real_server() -> No
     node_port = next(s.rule for s in o.steps if s.chain == "KUBE-NODE-PORT" and s.table == "nat")
     assert node_port.parsed.match("set").get("--match-set").values == ("KUBE-NODE-PORT-TCP", "dst")
     assert o.masquerade and o.masquerade_chain == "KUBE-POSTROUTING"
-    assert o.hooks == ("PREROUTING", "INPUT", "POSTROUTING")  # 3.3: INPUT, IPVS in LOCAL_IN
+    assert o.hooks == ("PREROUTING", "INPUT", "OUTPUT", "POSTROUTING")  # 3.3: INPUT, IPVS in LOCAL_IN sends via OUTPUT
 
 
 def test_ipvs_clusterip_from_pod_is_accepted_not_marked() -> None:

@@ -75,11 +75,13 @@ outcome 1: probability 1
     -A INPUT -m comment --comment "kubernetes health check rules" -j KUBE-NODE-PORT
     INPUT policy ACCEPT
   IPVS rr TCP 10.246.198.17:30080 -> 192.168.97.10:80
+  filter OUTPUT
+    OUTPUT policy ACCEPT
   nat POSTROUTING
     -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
     -A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
     -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
-  hooks PREROUTING -> INPUT -> POSTROUTING
+  hooks PREROUTING -> INPUT -> OUTPUT -> POSTROUTING
   mark 0x4000 (KUBE-MARK-MASQ ran); masquerade by KUBE-POSTROUTING; verdict ACCEPT
 """
 
