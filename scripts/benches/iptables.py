@@ -6,9 +6,9 @@ import os
 import time
 
 from kpemu.kernel import netns as nsmod
-from kpemu.kernel.netfilter import restore
 from kpemu.model.topology import Topology
 from kpemu.proxy.iptables import iptables_rules, restore_text
+from kpemu.proxy.xtables import RESTORE
 
 NS = "kp-h1-bench"
 
@@ -48,7 +48,7 @@ def bench_generation_and_restore() -> list[dict[str, object]]:
         nsmod.create_netns(NS)
         try:
             t0 = time.perf_counter()
-            restore(NS, text, backend)
+            nsmod.run_in(NS, [RESTORE[backend], "--noflush", "--wait"], input=text, text=True, check=True)
             took = time.perf_counter() - t0
         finally:
             nsmod.delete_netns(NS)
