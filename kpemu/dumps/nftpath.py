@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kpemu.analyse.nftwalk import predict_nft
 from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step
-from kpemu.dumps.trace import _ipkey, _origin_words, _summary, origin_of
+from kpemu.dumps.trace import _ipkey, _origin_words, _summary, origin_of, trace_document
 from kpemu.errors import InputError
 from kpemu.proxy.nftables.listing import priority_text
 from kpemu.proxy.nftables.tx import Table, quote
@@ -190,30 +190,7 @@ def render_nft_trace(nn: NftNode, pred: Prediction, origin: str) -> str:
 
 
 def nft_trace_json(nn: NftNode, pred: Prediction, origin: str) -> dict[str, Any]:
-    """The trace for scripts (`-o json`)."""
-    pkt = pred.packet
-    return {
-        "node": nn.node,
-        "rules": nn.source,
-        "nodeAddresses": _addresses(nn.local),
-        "packet": {"proto": pkt.proto, "src": pkt.src, "sport": pkt.sport, "dst": pkt.dst, "dport": pkt.dport,
-                   "from": origin},
-        "endpoints": pred.endpoints,
-        "endpointChains": pred.endpoint_chains,
-        "outcomes": [
-            {
-                "probability": o.probability,
-                "verdict": o.verdict,
-                "hooks": list(o.hooks),
-                "dnat": o.dnat,
-                "endpointChain": o.endpoint_chain,
-                "mark": hex(o.mark),
-                "markedMasquerade": o.marked_masq,
-                "masquerade": o.masquerade,
-                "masqueradeChain": o.masquerade_chain,
-                "path": [{"baseChain": p.base, "chain": p.step.chain, "rule": _rule(p.step),
-                          "verdict": p.step.verdict, "notes": list(p.notes)} for p in _path(nn, pkt, o)],
-            }
-            for o in pred.outcomes
-        ],
-    }
+    """The trace of an nft table for scripts (`-o json`)."""
+    return trace_document(nn.node, nn.source, nn.local, pred, origin, lambda o: [
+        {"baseChain": p.base, "chain": p.step.chain, "rule": _rule(p.step), "verdict": p.step.verdict,
+         "notes": list(p.notes)} for p in _path(nn, pred.packet, o)])

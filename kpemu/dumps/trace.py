@@ -4,6 +4,7 @@ by the oracle that checks live packets (kpemu.analyse.oracle), printed per table
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -168,13 +169,14 @@ def _ipkey(ip: str) -> int:
     return int(ipaddress.IPv4Address(ip))
 
 
-def trace_json(nr: NodeRules, pred: Prediction, origin: str) -> dict[str, Any]:
-    """The trace for scripts (`-o json`)."""
+def trace_document(node: str, source: str, local: frozenset[str], pred: Prediction, origin: str,
+                   path: Callable[[Any], list[dict[str, Any]]]) -> dict[str, Any]:
+    """A trace for scripts (`-o json`): the packet and each outcome, with its rule `path` (per dump kind)."""
     pkt = pred.packet
     return {
-        "node": nr.node,
-        "rules": nr.source,
-        "nodeAddresses": sorted(nr.local, key=_ipkey),
+        "node": node,
+        "rules": source,
+        "nodeAddresses": sorted(local, key=_ipkey),
         "packet": {"proto": pkt.proto, "src": pkt.src, "sport": pkt.sport, "dst": pkt.dst, "dport": pkt.dport,
                    "from": origin},
         "endpoints": pred.endpoints,
@@ -191,12 +193,18 @@ def trace_json(nr: NodeRules, pred: Prediction, origin: str) -> dict[str, Any]:
                 "markedMasquerade": o.marked_masq,
                 "masquerade": o.masquerade,
                 "masqueradeChain": o.masquerade_chain,
-                "path": [{"table": t, "hook": h, "chain": s.chain, "rule": _line(s), "verdict": s.verdict}
-                         for t, h, steps in _hook_groups(o.steps) for s in steps],
+                "path": path(o),
             }
             for o in pred.outcomes
         ],
     }
+
+
+def trace_json(nr: NodeRules, pred: Prediction, origin: str) -> dict[str, Any]:
+    """The trace of iptables rules (and IPVS) for scripts (`-o json`)."""
+    return trace_document(nr.node, nr.source, nr.local, pred, origin, lambda o: [
+        {"table": t, "hook": h, "chain": s.chain, "rule": _line(s), "verdict": s.verdict}
+        for t, h, steps in _hook_groups(o.steps) for s in steps])
 
 
 def generated_rules(topo: Any, node: str) -> NodeRules:

@@ -4,31 +4,17 @@ words, carried to the executor by the job (skipped where ipip is loaded: tunl0 t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from kpemu.errors import EnvironmentProblem
 from kpemu.jobs.build import deploy_job
 from kpemu.jobs.execute import run_step
-from kpemu.kernel import netns as nsmod
 from kpemu.model import load_topology
 from kpemu.plan.batch import batch_step
 from kpemu.plan.fabric import plan_fabric
 from tests.conftest import TOPOLOGIES, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
-
-
-@pytest.fixture
-def scratch() -> Iterator[str]:
-    name = "kp-cni-need"
-    nsmod.create_netns(name)
-    try:
-        yield name
-    finally:
-        nsmod.delete_netns(name)
-    assert name not in nsmod.list_netns("kp-cni-")
 
 
 def test_a_kernel_without_ipip_is_named_from_the_cni_registry(scratch: str) -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -28,14 +26,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network n
 
 
 @pytest.fixture
-def ns() -> Iterator[str]:
-    name = f"kp-h2-{uuid.uuid4().hex[:8]}"
-    nsmod.create_netns(name)
-    try:
-        yield name
-    finally:
-        nsmod.delete_netns(name)
-    assert name not in nsmod.list_netns("kp-h2-")
+def ns(scratch: str) -> str:
+    return scratch
 
 
 def apply_ipsets(ns: str, sets: list[IpSet] | tuple[IpSet, ...]) -> list[str]:

@@ -4,7 +4,6 @@ the flannel topology's nodes, and the rich rule set across releases)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -12,7 +11,6 @@ import pytest
 from kpemu.capture.snapshot import rules_text
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.verify import readback_problems
-from kpemu.kernel import netns as nsmod
 from kpemu.kernel.netfilter import supports_random_fully
 from kpemu.model import load_topology
 from kpemu.model.topology import Topology
@@ -20,17 +18,6 @@ from kpemu.proxy.modes import mode_of
 from tests.conftest import ROOT, TOPOLOGIES, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
-
-
-@pytest.fixture
-def scratch() -> Iterator[str]:
-    name = "kp-h1-it"
-    nsmod.create_netns(name)
-    try:
-        yield name
-    finally:
-        nsmod.delete_netns(name)
-    assert name not in nsmod.list_netns("kp-h1-")
 
 
 def _with(topo: Topology, **kp: object) -> Topology:

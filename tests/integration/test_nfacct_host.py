@@ -5,7 +5,6 @@ missing counter causes."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -14,7 +13,6 @@ from kpemu.capture.snapshot import rules_text
 from kpemu.errors import ApplyError
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.verify import readback_problems
-from kpemu.kernel import netns as nsmod
 from kpemu.kernel import nfacct
 from kpemu.kernel.netns import run_in
 from kpemu.model import load_topology
@@ -24,17 +22,6 @@ from tests.conftest import ROOT, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
 UPSTREAM = ROOT / "tests" / "data" / "upstream" / "iptables-overall.yaml"
-
-
-@pytest.fixture
-def scratch() -> Iterator[str]:
-    name = "kp-vers-nfacct"
-    nsmod.create_netns(name)
-    try:
-        yield name
-    finally:
-        nsmod.delete_netns(name)
-    assert name not in nsmod.list_netns("kp-vers-")
 
 
 def _counters(ns: str) -> str:

@@ -5,8 +5,6 @@ program, and walked by the oracle exactly like the generated table."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from kpemu.analyse.oracle import Packet
@@ -21,17 +19,6 @@ from tests.conftest import ROOT, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
 DATA = ROOT / "tests" / "data"
-
-
-@pytest.fixture
-def scratch() -> Iterator[str]:
-    name = "kp-nftdump-it"
-    nsmod.create_netns(name)
-    try:
-        yield name
-    finally:
-        nsmod.delete_netns(name)
-    assert name not in nsmod.list_netns("kp-nftdump-")
 
 
 def _ruleset(ns: str, topo: Topology, node: str) -> str:

@@ -5,7 +5,6 @@ difference or a refused transaction fails naming the first differing line / nft'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -14,7 +13,6 @@ from kpemu.capture.snapshot import rules_text
 from kpemu.errors import ApplyError
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.verify import readback_problems
-from kpemu.kernel import netns as nsmod
 from kpemu.model import load_topology
 from kpemu.model.topology import Topology
 from kpemu.proxy.modes import mode_of
@@ -22,17 +20,6 @@ from tests.conftest import ROOT, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
 DATA = ROOT / "tests" / "data"
-
-
-@pytest.fixture
-def scratch() -> Iterator[str]:
-    name = "kp-nft-it"
-    nsmod.create_netns(name)
-    try:
-        yield name
-    finally:
-        nsmod.delete_netns(name)
-    assert name not in nsmod.list_netns("kp-nft-")
 
 
 def _apply(ns: str, topo: Topology, node: str) -> list[dict]:
