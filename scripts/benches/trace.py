@@ -10,8 +10,9 @@ import yaml
 
 from kpemu import lab
 from kpemu.kernel import netns as nsmod
-from kpemu.kernel.trace import FlowMatch, start_tracing
+from kpemu.kernel.trace import start_tracing
 from kpemu.model import topology_from_data
+from kpemu.plan.tracing import FlowMatch
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.server import serve_pods
 from scripts.bench import ROOT
