@@ -16,13 +16,24 @@ from kpemu.kernel.netns import run_in
 from kpemu.proxy.xtables import RESTORE, SAVE
 
 PROC_SYS = Path("/proc/sys")
+CMDLINE = Path("/proc/cmdline")
 _RESTORE: list[tuple[Path, str]] = []  # kernel-wide settings a fault changed: (path, value before), in order
+
+
+def _in_kpemu_guest() -> bool:
+    """Whether this is kpemu's guest: its agent's environment, and a kernel booted by virtme-ng (whose
+    command line carries virtme's parameters). Either alone could be set by mistake on a host."""
+    try:
+        booted_by_virtme = "virtme" in CMDLINE.read_text()
+    except OSError:
+        return False
+    return os.environ.get("KPEMU_IN_GUEST") == "1" and booted_by_virtme
 
 
 def _set_kernel_wide(key: str, value: str, kind: str) -> str:
     """Set a kernel-wide sysctl (from the initial network namespace); only in a kpemu guest, which is
     disposable: the host's kernel-wide settings are never changed. Restored by `restore_kernel_wide`."""
-    if os.environ.get("KPEMU_IN_GUEST") != "1":
+    if not _in_kpemu_guest():
         raise ApplyError(f"fault {kind}: {key.replace('/', '.')} is kernel-wide; kpemu sets it only in its guest "
                          "kernel, never on the host (run with --runtime vm)")
     path = PROC_SYS / key

@@ -199,8 +199,13 @@ def test_conntrack_full_sets_the_kernel_wide_limit_only_in_the_guest_and_puts_it
     monkeypatch.delenv("KPEMU_IN_GUEST", raising=False)
     with pytest.raises(ApplyError, match="kernel-wide; kpemu sets it only in its guest kernel, never on the host"):
         faults._set_kernel_wide("net/netfilter/nf_conntrack_max", "4", "conntrack-full")
+    monkeypatch.setenv("KPEMU_IN_GUEST", "1")  # the variable alone, on a kernel virtme did not boot: refused
+    monkeypatch.setattr(faults, "CMDLINE", tmp_path / "cmdline")
+    (tmp_path / "cmdline").write_text("console=ttyS0 quiet panic=1\n")
+    with pytest.raises(ApplyError, match="never on the host"):
+        faults._set_kernel_wide("net/netfilter/nf_conntrack_max", "4", "conntrack-full")
     # in the guest: written, then restored (a stand-in /proc/sys: this test must not change the kernel)
-    monkeypatch.setenv("KPEMU_IN_GUEST", "1")
+    (tmp_path / "cmdline").write_text("console=ttyS0 virtme_hostname=kpemu virtme.exec=`...`\n")
     monkeypatch.setattr(faults, "PROC_SYS", tmp_path)
     knob = tmp_path / "net" / "netfilter" / "nf_conntrack_max"
     knob.parent.mkdir(parents=True)
