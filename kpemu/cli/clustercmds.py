@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,11 +61,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     nr = node_rules(topo, args.node, node_ips, args.iptables_save, args.ipvs, args.ipset)
     pkt, origin = packet(nr, src, dst, args.proto, pod_cidr, args.from_)
     pred = run_trace(nr, pkt)
-    if args.output == "json":
-        print(json.dumps(trace_json(nr, pred, origin), indent=2))
-    else:
-        print(render_trace(nr, pred, origin), end="")
-    return 0
+    return _print_trace(args, lambda: trace_json(nr, pred, origin), lambda: render_trace(nr, pred, origin))
 
 
 def _trace_nft(args: argparse.Namespace, topo: Topology | None, node_ips: list[str], src: tuple[str, int | None],
@@ -75,10 +72,15 @@ def _trace_nft(args: argparse.Namespace, topo: Topology | None, node_ips: list[s
     nn = nft_node(topo, args.node, node_ips, _read_nft(args.nft) if args.nft else None)
     pkt, origin = nft_packet(nn, src, dst, args.proto, pod_cidr, args.from_)
     pred = run_nft_trace(nn, pkt)
+    return _print_trace(args, lambda: nft_trace_json(nn, pred, origin), lambda: render_nft_trace(nn, pred, origin))
+
+
+def _print_trace(args: argparse.Namespace, as_json: Callable[[], dict], as_text: Callable[[], str]) -> int:
+    """Print a trace as `-o` asks: JSON for scripts, else text."""
     if args.output == "json":
-        print(json.dumps(nft_trace_json(nn, pred, origin), indent=2))
+        print(json.dumps(as_json(), indent=2))
     else:
-        print(render_nft_trace(nn, pred, origin), end="")
+        print(as_text(), end="")
     return 0
 
 

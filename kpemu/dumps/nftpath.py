@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kpemu.analyse.nftwalk import predict_nft
 from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step
-from kpemu.dumps.trace import _ipkey, _origin_words, _summary, origin_of, trace_document
+from kpemu.dumps.trace import origin_of, result_line, trace_document, trace_header
 from kpemu.errors import InputError
 from kpemu.proxy.nftables.listing import priority_text
 from kpemu.proxy.nftables.tx import Table, quote
@@ -155,26 +155,10 @@ def _base_title(nn: NftNode, base: str) -> str:
     return f"{c.hook.hook}: {base} (type {c.hook.type}, priority {priority_text(c.hook)})"
 
 
-def _result(o: Outcome) -> str:
-    parts = [f"mark {o.mark:#x}" + (" (mark-for-masquerade ran)" if o.marked_masq else "")]
-    parts.append(f"masquerade by {o.masquerade_chain}" if o.masquerade else "no masquerade")
-    parts.append(f"verdict {o.verdict}")
-    return "; ".join(parts)
-
-
-def _addresses(local: frozenset[str]) -> list[str]:
-    return sorted(local, key=_ipkey)
-
-
 def render_nft_trace(nn: NftNode, pred: Prediction, origin: str) -> str:
     """The trace as text: the outcomes, then each one's path per base chain (hook)."""
     pkt = pred.packet
-    out = [f"packet {pkt.proto} {pkt.src}:{pkt.sport} -> {pkt.dst}:{pkt.dport} at node {nn.node} "
-           f"{_origin_words(origin)}",
-           f"rules: {nn.source}; node addresses {', '.join(_addresses(nn.local))}"]
-    n = len(pred.outcomes)
-    out.append(f"{n} outcome{'s' if n != 1 else ''}:")
-    out += [f"  {_summary(o)}" for o in pred.outcomes]
+    out = trace_header(nn.node, nn.source, nn.local, pred, origin)
     for i, o in enumerate(pred.outcomes, 1):
         out += ["", f"outcome {i}: probability {o.probability:g}"]
         base = None
@@ -185,7 +169,7 @@ def render_nft_trace(nn: NftNode, pred: Prediction, origin: str) -> str:
             notes = f"   [{'; '.join(p.notes)}]" if p.notes else ""
             out.append(f"    {p.step.chain}: {_rule(p.step)}  => {p.step.verdict}{notes}")
         out.append(f"  hooks {' -> '.join(o.hooks) if o.hooks else '(dropped)'}")
-        out.append(f"  {_result(o)}")
+        out.append(f"  {result_line(o, 'mark-for-masquerade')}")
     return "\n".join(out) + "\n"
 
 

@@ -124,13 +124,7 @@ def _origin_words(origin: str) -> str:
 def render_trace(nr: NodeRules, pred: Prediction, origin: str) -> str:
     """The trace as text: summary of DNAT choices, then each outcome's rule path per table/hook."""
     pkt = pred.packet
-    out = [f"packet {pkt.proto} {pkt.src}:{pkt.sport} -> {pkt.dst}:{pkt.dport} at node {nr.node} "
-           f"{_origin_words(origin)}",
-           f"rules: {nr.source}; node addresses {', '.join(sorted(nr.local, key=_ipkey))}"]
-    n = len(pred.outcomes)
-    out.append(f"{n} outcome{'s' if n != 1 else ''}:")
-    for o in pred.outcomes:
-        out.append(f"  {_summary(o)}")
+    out = trace_header(nr.node, nr.source, nr.local, pred, origin)
     for i, o in enumerate(pred.outcomes, 1):
         out.append("")
         out.append(f"outcome {i}: probability {o.probability:g}")
@@ -144,7 +138,7 @@ def render_trace(nr: NodeRules, pred: Prediction, origin: str) -> str:
             out.extend(f"    {_line(s)}{_note(s, seen, nr.ipvs)}" for s in steps)
             dnat_done = dnat_done or bool(o.endpoint_chain and table == "nat" and hook in ("PREROUTING", "OUTPUT"))
         out.append(f"  hooks {' -> '.join(o.hooks)}")
-        out.append(f"  {_result(o)}")
+        out.append(f"  {result_line(o, 'KUBE-MARK-MASQ')}")
     return "\n".join(out) + "\n"
 
 
@@ -158,8 +152,19 @@ def _summary(o: Outcome) -> str:
     return f"p={o.probability:g}  {what}  verdict {o.verdict}"
 
 
-def _result(o: Outcome) -> str:
-    parts = [f"mark {o.mark:#x}" + (" (KUBE-MARK-MASQ ran)" if o.marked_masq else "")]
+def trace_header(node: str, source: str, local: frozenset[str], pred: Prediction, origin: str) -> list[str]:
+    """The first lines of a trace as text: the packet, the rules walked, one summary line per outcome."""
+    pkt = pred.packet
+    n = len(pred.outcomes)
+    return [f"packet {pkt.proto} {pkt.src}:{pkt.sport} -> {pkt.dst}:{pkt.dport} at node {node} "
+            f"{_origin_words(origin)}",
+            f"rules: {source}; node addresses {', '.join(sorted(local, key=_ipkey))}",
+            f"{n} outcome{'s' if n != 1 else ''}:", *(f"  {_summary(o)}" for o in pred.outcomes)]
+
+
+def result_line(o: Outcome, mark_chain: str) -> str:
+    """The outcome's mark (and whether the mode's masquerade-marking chain ran), masquerade and verdict."""
+    parts = [f"mark {o.mark:#x}" + (f" ({mark_chain} ran)" if o.marked_masq else "")]
     parts.append(f"masquerade by {o.masquerade_chain}" if o.masquerade else "no masquerade")
     parts.append(f"verdict {o.verdict}")
     return "; ".join(parts)

@@ -28,6 +28,17 @@ def _topology(services: int, backend: str = "nft") -> Topology:
     })
 
 
+def load_seconds(argv: list[str], text: str) -> float:
+    """Seconds `argv` takes to load `text` (its standard input) in a fresh namespace, deleted after."""
+    nsmod.create_netns(NS)
+    try:
+        t0 = time.perf_counter()
+        nsmod.run_in(NS, argv, input=text, check=True)
+        return time.perf_counter() - t0
+    finally:
+        nsmod.delete_netns(NS)
+
+
 def _generate(services: int) -> tuple[float, str]:
     topo = _topology(services)
     t0 = time.perf_counter()
@@ -45,13 +56,7 @@ def bench_generation_and_restore() -> list[dict[str, object]]:
     if os.geteuid() != 0:
         return out
     for backend in ("nft", "legacy"):
-        nsmod.create_netns(NS)
-        try:
-            t0 = time.perf_counter()
-            nsmod.run_in(NS, [RESTORE[backend], "--noflush", "--wait"], input=text, text=True, check=True)
-            took = time.perf_counter() - t0
-        finally:
-            nsmod.delete_netns(NS)
+        took = load_seconds([RESTORE[backend], "--noflush", "--wait"], text)
         out += [{"name": f"iptables.restore.{backend}.10k_services_x3", "value": took, "unit": "s"},
                 {"name": f"iptables.generate_over_restore.{backend}.10k", "value": gen10k / took, "unit": "ratio"}]
     return out

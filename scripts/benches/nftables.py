@@ -6,11 +6,8 @@ from __future__ import annotations
 import os
 import time
 
-from kpemu.kernel import netns as nsmod
 from kpemu.proxy.nftables import nftables_transaction
-from scripts.benches.iptables import _topology
-
-NS = "kp-nft-bench"
+from scripts.benches.iptables import _topology, load_seconds
 
 
 def _generate(services: int) -> tuple[float, str]:
@@ -30,14 +27,7 @@ def bench_generation_and_load() -> list[dict[str, object]]:
             {"name": "nftables.transaction_lines.10k_services_x3", "value": text.count("\n"), "unit": "lines"}]
     if os.geteuid() != 0:
         return out
-    nsmod.create_netns(NS)
-    try:
-        t0 = time.perf_counter()
-        res = nsmod.run_in(NS, ["nft", "-f", "-"], input=text)
-        assert res.returncode == 0, res.stderr
-        took = time.perf_counter() - t0
-    finally:
-        nsmod.delete_netns(NS)
+    took = load_seconds(["nft", "-f", "-"], text)
     out += [{"name": "nftables.load.10k_services_x3", "value": took, "unit": "s"},
             {"name": "nftables.generate_over_load.10k", "value": gen10k / took, "unit": "ratio"}]
     return out
