@@ -19,7 +19,7 @@ from typing import Any
 
 from kpemu.dumps.drift import NODE_WIDE, Drift, _service_index, _service_key
 from kpemu.dumps.nft import NftDump, listed
-from kpemu.proxy.nftables.listing import duration_text, priority_text
+from kpemu.proxy.nftables.listing import priority_text, set_properties
 from kpemu.proxy.nftables.tx import Chain, Element, NSet, Rule, Table, quote
 
 _OWNED = re.compile(r"^(?:service|local|external|firewall|endpoint|affinity)-[A-Z2-7]{8}-([^/]+)/([^/]+)/")
@@ -46,14 +46,7 @@ def _chain_head(c: Chain) -> str:
 
 
 def _set_head(s: NSet) -> str:
-    parts = [f"{s.kind} {s.name}", f"type {s.type}"]
-    if s.flags:
-        parts.append(f"flags {','.join(s.flags)}")
-    if s.timeout is not None:
-        parts.append(f"timeout {duration_text(s.timeout)}")
-    if s.comment is not None:
-        parts.append(f"comment {quote(s.comment)}")
-    return "; ".join(parts)
+    return "; ".join([f"{s.kind} {s.name}", *set_properties(s)])
 
 
 class _Owners:

@@ -113,16 +113,22 @@ def _elements(s: NSet) -> str:
     return "{ " + "".join(out) + " }"
 
 
-def _set_lines(s: NSet) -> list[str]:
-    lines = [f"\t{s.kind} {s.name} {{", f"\t\ttype {s.type}"]
-    if "dynamic" in s.flags:  # the kernel gives dynamic sets a default size
-        lines.append("\t\tsize 65535")
+def set_properties(s: NSet) -> list[str]:
+    """A set's or map's properties as `nft list` prints them: type, flags, timeout, comment."""
+    props = [f"type {s.type}"]
     if s.flags:
-        lines.append(f"\t\tflags {','.join(s.flags)}")
+        props.append(f"flags {','.join(s.flags)}")
     if s.timeout is not None:
-        lines.append(f"\t\ttimeout {duration_text(s.timeout)}")
+        props.append(f"timeout {duration_text(s.timeout)}")
     if s.comment is not None:
-        lines.append(f"\t\tcomment {quote(s.comment)}")
+        props.append(f"comment {quote(s.comment)}")
+    return props
+
+
+def _set_lines(s: NSet) -> list[str]:
+    kind, *rest = set_properties(s)
+    size = ["size 65535"] if "dynamic" in s.flags else []  # the kernel gives dynamic sets a default size
+    lines = [f"\t{s.kind} {s.name} {{", *(f"\t\t{p}" for p in (kind, *size, *rest))]
     if s.elements:
         lines.append(f"\t\telements = {_elements(s)}")
     return [*lines, "\t}"]
