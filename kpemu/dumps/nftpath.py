@@ -158,6 +158,8 @@ def _base_title(nn: NftNode, base: str) -> str:
 def render_nft_trace(nn: NftNode, pred: Prediction, origin: str) -> str:
     """The trace as text: the outcomes, then each one's path per base chain (hook)."""
     pkt = pred.packet
+    # kube-proxy 1.36 (#135800) sets the mark inline, without the mark-for-masquerade chain
+    marked = "mark-for-masquerade ran" if "mark-for-masquerade" in nn.table.chains else "masquerade mark set inline"
     out = trace_header(nn.node, nn.source, nn.local, pred, origin)
     for i, o in enumerate(pred.outcomes, 1):
         out += ["", f"outcome {i}: probability {o.probability:g}"]
@@ -169,7 +171,7 @@ def render_nft_trace(nn: NftNode, pred: Prediction, origin: str) -> str:
             notes = f"   [{'; '.join(p.notes)}]" if p.notes else ""
             out.append(f"    {p.step.chain}: {_rule(p.step)}  => {p.step.verdict}{notes}")
         out.append(f"  hooks {' -> '.join(o.hooks) if o.hooks else '(dropped)'}")
-        out.append(f"  {result_line(o, 'mark-for-masquerade')}")
+        out.append(f"  {result_line(o, marked)}")
     return "\n".join(out) + "\n"
 
 

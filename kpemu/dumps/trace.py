@@ -138,7 +138,7 @@ def render_trace(nr: NodeRules, pred: Prediction, origin: str) -> str:
             out.extend(f"    {_line(s)}{_note(s, seen, nr.ipvs)}" for s in steps)
             dnat_done = dnat_done or bool(o.endpoint_chain and table == "nat" and hook in ("PREROUTING", "OUTPUT"))
         out.append(f"  hooks {' -> '.join(o.hooks)}")
-        out.append(f"  {result_line(o, 'KUBE-MARK-MASQ')}")
+        out.append(f"  {result_line(o, 'KUBE-MARK-MASQ ran')}")
     return "\n".join(out) + "\n"
 
 
@@ -162,9 +162,10 @@ def trace_header(node: str, source: str, local: frozenset[str], pred: Prediction
             f"{n} outcome{'s' if n != 1 else ''}:", *(f"  {_summary(o)}" for o in pred.outcomes)]
 
 
-def result_line(o: Outcome, mark_chain: str) -> str:
-    """The outcome's mark (and whether the mode's masquerade-marking chain ran), masquerade and verdict."""
-    parts = [f"mark {o.mark:#x}" + (f" ({mark_chain} ran)" if o.marked_masq else "")]
+def result_line(o: Outcome, marked: str) -> str:
+    """The outcome's mark (with `marked`, how the masquerade mark was set, when it was), masquerade and
+    verdict."""
+    parts = [f"mark {o.mark:#x}" + (f" ({marked})" if o.marked_masq else "")]
     parts.append(f"masquerade by {o.masquerade_chain}" if o.masquerade else "no masquerade")
     parts.append(f"verdict {o.verdict}")
     return "; ".join(parts)

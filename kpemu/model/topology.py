@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kpemu import cni as cni_registry
 
@@ -58,7 +58,8 @@ class KubeProxy(Strict):
 
     # one of the modes of kpemu.model.modes, listed in the JSON schema as they are when it is made
     mode: str = Field("iptables", json_schema_extra=lambda s: s.update(enum=list(_modes())))
-    version: str = NEWEST_KUBE_PROXY
+    version: str = Field(NEWEST_KUBE_PROXY, description="kube-proxy release, such as \"1.33\"; default: the newest "
+                         "release kpemu models for the mode")
     clusterCIDR: CIDR | None = None
     masqueradeAll: bool = False
     masqueradeBit: int = Field(14, ge=0, le=31)
@@ -71,6 +72,18 @@ class KubeProxy(Strict):
     scheduler: Literal["rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"] = "rr"
     nodePortRange: str = "30000-32767"
     backend: Literal["nft", "legacy"] = "nft"  # which iptables binary programs the node
+
+    @model_validator(mode="before")
+    @classmethod
+    def _newest_for_mode(cls, data: Any) -> Any:
+        """No version given: the newest release kpemu models for the mode (nftables stops before 1.37)."""
+        if isinstance(data, dict) and "version" not in data:
+            from kpemu.model.modes import MODE_FACTS
+
+            facts = MODE_FACTS.get(str(data.get("mode", "iptables")))
+            if facts is not None and facts.last_minor is not None:
+                return {**data, "version": f"1.{facts.last_minor}"}
+        return data
 
     @field_validator("mode")
     @classmethod

@@ -192,6 +192,15 @@ def test_nftables_mode_needs_a_release_that_has_it(tmp_path: Path, version: str,
         load_topology(f)
 
 
+def test_without_a_version_each_mode_gets_the_newest_release_kpemu_models(tmp_path: Path) -> None:
+    f = tmp_path / "t.yaml"
+    worked = (DATA / "worked-1.33.yaml").read_text()
+    f.write_text(worked.replace('version: "1.33"', ""))
+    assert load_topology(f).kubeProxy.version == "1.36"
+    f.write_text(worked.replace('version: "1.33"', "").replace("mode: nftables", "mode: iptables"))
+    assert load_topology(f).kubeProxy.version == "1.37"
+
+
 def test_unknown_mode_is_an_error() -> None:
     with pytest.raises(InputError, match=r"kubeProxy\.mode 'userspace' is not a kube-proxy mode"):
         mode("userspace")
