@@ -47,6 +47,16 @@ class EnvironmentProblem(KpemuError):
         super().__init__(reason + (f"\n  fix: {fix}" if fix else ""))
 
 
+class GuestHung(EnvironmentProblem):
+    """The guest's agent stopped beating in the middle of a request (the emulated machine hung). Exit code 3.
+
+    `answered`: (work directory, result) of the requests it finished before, in order."""
+
+    def __init__(self, reason: str, fix: str = "", answered: list | None = None):
+        super().__init__(reason, fix)
+        self.answered = answered or []
+
+
 class ApplyError(KpemuError):
     """The kernel refused part of a plan (deploy rolls back). Exit code 3."""
 

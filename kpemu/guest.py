@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from kpemu import vm
-from kpemu.errors import EnvironmentProblem
+from kpemu.errors import EnvironmentProblem, GuestHung
 from kpemu.jobs import exchange
 from kpemu.pace import scaled
 
 WARM_DIR = Path(os.environ.get("KPEMU_VM_DIR", "/run/kpemu/vm"))
 GUEST_FILE = "guest.json"
 IDLE_SECONDS = 1800.0
-HEARTBEAT_LIMIT = 30.0  # seconds (scaled) without a heartbeat before a guest counts as hung
+HEARTBEAT_LIMIT = 30.0  # seconds (scaled; KPEMU_HEARTBEAT_LIMIT) without a heartbeat before a guest counts as hung
 STOP_WAIT = 20.0
 
 Progress = Callable[[str], None]
@@ -48,6 +48,30 @@ def agent_argv(root: Path, once: bool, idle: float = IDLE_SECONDS) -> list[str]:
 
 
 # ---------------------------------------------------------------- the warm guest
+
+
+class Silence:
+    """How long an agent's heartbeat has not moved, by this host's clock (the guest's may be off)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.seen: int | None = None
+        self.since = time.monotonic()
+
+    def __call__(self) -> str | None:
+        """Why the agent counts as hung, or None (also before it first beats: booting has its own limit)."""
+        try:
+            mtime: int | None = (self.root / exchange.HEARTBEAT).stat().st_mtime_ns
+        except FileNotFoundError:
+            mtime = None
+        now = time.monotonic()
+        if mtime != self.seen:
+            self.seen, self.since = mtime, now
+            return None
+        limit = scaled(float(os.environ.get("KPEMU_HEARTBEAT_LIMIT") or HEARTBEAT_LIMIT))
+        if mtime is None or now - self.since <= limit:
+            return None
+        return f"its agent gave no sign of life for {now - self.since:.0f}s"
 
 
 def _alive(pid: int) -> bool:
@@ -146,25 +170,24 @@ def request(kind: str, progress: Progress = _quiet, timeout: float = 1800.0, **f
         raise EnvironmentProblem("no warm guest is up", "kpemu vm up")
     rid = exchange.submit(WARM_DIR, kind, **fields)
     work = WARM_DIR / exchange.WORK / rid
-    t0, pos = time.monotonic(), 0
+    t0, pos, silence = time.monotonic(), 0, Silence(WARM_DIR)
     while True:
         res = exchange.result(WARM_DIR, rid)
         pos = _echo_log(work / "log", pos, progress)
         if res is not None:
             return work, res
-        why = None
+        died, hung = None, silence()
         if not _alive(st["pid"]):
-            why = "its QEMU exited"
-        elif (age := exchange.heartbeat_age(WARM_DIR)) is not None and age > scaled(HEARTBEAT_LIMIT):
-            why = f"its agent gave no sign of life for {age:.0f}s"
+            died = "its QEMU exited"
         elif time.monotonic() - t0 > timeout:
-            why = f"the request took more than {timeout:.0f}s"
-        if why:
+            died = f"the request took more than {timeout:.0f}s"
+        if died or hung:
             console = vm._tail(WARM_DIR / "guest-console.log", 8)
             _kill_group(st["pid"])
             _forget()
-            raise EnvironmentProblem(f"the warm guest died during {kind} ({why}); console ends:\n{console}",
-                                     "run again: the next run boots a fresh guest")
+            error = GuestHung if hung else EnvironmentProblem
+            raise error(f"the warm guest {'hung' if hung else 'died'} during {kind} ({died or hung}); console "
+                        f"ends:\n{console}", "run again: the next run boots a fresh guest")
         time.sleep(0.05)
 
 
@@ -196,7 +219,17 @@ def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progr
         for rid in rids:
             positions[rid] = _echo_log(root / exchange.WORK / rid / "log", positions[rid], progress)
 
-    run = vm.boot(agent_argv(root, once=True), root, timeout, progress=progress, on_poll=poll)
+    try:
+        run = vm.boot(agent_argv(root, once=True), root, timeout, progress=progress, on_poll=poll,
+                      hung=Silence(root))
+    except GuestHung as e:
+        poll()
+        answered = []
+        for rid in rids:  # the agent answers in order: the ones before the first unanswered
+            if (res := exchange.result(root, rid)) is None:
+                break
+            answered.append((root / exchange.WORK / rid, res))
+        raise GuestHung(e.reason, e.fix, answered) from None
     poll()
     out = []
     for rid in rids:
@@ -219,11 +252,28 @@ def current(progress: Progress = _quiet) -> dict[str, Any] | None:
 
 
 def send(requests: list[tuple[str, dict[str, Any]]], cold_root: Path, progress: Progress = _quiet,
-         ) -> tuple[str, list[tuple[Path, dict]]]:
-    """Requests to the warm guest if one is up, else to one cold boot; ("warm"|"cold", results)."""
-    if current(progress) is not None:
-        return "warm", [request(kind, progress, **fields) for kind, fields in requests]
-    return "cold", cold(requests, cold_root, progress)
+         notice: Progress = _quiet) -> tuple[str, list[tuple[Path, dict]]]:
+    """Requests to the warm guest if one is up, else to one cold boot; (how, results).
+
+    A guest that hangs (its agent stops beating) is killed, and the requests it had not answered are
+    sent once more, to a fresh cold guest: the emulated machine, not the lab, failed. `notice` is told
+    (to be shown for good, not as progress). A second hang fails the run (exit 3)."""
+    how = "warm" if current(progress) is not None else "cold"
+    answers: list[tuple[Path, dict]] = []
+    try:
+        if how == "warm":
+            for kind, fields in requests:
+                answers.append(request(kind, progress, **fields))
+        else:
+            answers = cold(requests, cold_root, progress)
+    except GuestHung as e:
+        answers += e.answered
+        rest = requests[len(answers):]
+        notice(f"kpemu: {e.reason}\nkpemu: the {len(rest)} request(s) it had not answered go to a fresh guest, "
+               "once")
+        answers += cold(rest, cold_root.with_name(f"{cold_root.name}-again"), progress)
+        how += " guest hung; ran again in a fresh cold"
+    return how, answers
 
 
 def nfacct_supported() -> bool:

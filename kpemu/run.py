@@ -313,10 +313,11 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
 
 
 def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update_goldens: bool, reason: str,
-                 trace: bool = True, progress: Progress = _quiet,
+                 trace: bool = True, progress: Progress = _quiet, notice: Progress = _quiet,
                  ) -> tuple[list[RunResult], list[tuple[str, KpemuError]]]:
-    """The kernel half of each scenario in the guest (the warm one if up, else one cold boot for all),
-    then the analysis here; results, and (name, error) for each scenario whose collection failed."""
+    """The kernel half of each scenario in the guest (the warm one if up, else one cold boot for all;
+    a fresh one for what a hung guest left, told to `notice`), then the analysis here; results, and
+    (name, error) for each scenario whose collection failed."""
     from kpemu import guest
 
     release = guest.kernel_release()
@@ -326,7 +327,7 @@ def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update
     with contextlib.ExitStack() as held:  # each output folder is this run's from here on
         for _, out in scenarios:
             held.enter_context(out_dir_lock(out))
-        how, answers = guest.send(reqs, cold_root, progress)
+        how, answers = guest.send(reqs, cold_root, progress, notice)
         return _analyse_guest_runs(scenarios, plans, answers, how, update_goldens, reason, progress)
 
 

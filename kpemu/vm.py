@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from kpemu.errors import EnvironmentProblem
+from kpemu.errors import EnvironmentProblem, GuestHung
 from kpemu.kernel.probe import GUEST_FEATURES, find_tool, kvm_usable, probe
 from kpemu.system import python_hint, setup_hint
 
@@ -444,14 +444,15 @@ def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
          rw_dirs: Sequence[Path] = (), modules: Sequence[str] = GUEST_MODULES,
          progress: Callable[[str], None] | None = None, echo: TextIO | None = None,
          boot_timeout: float | None = None, cwd: Path | None = None,
-         on_poll: Callable[[], None] | None = None) -> GuestRun:
+         on_poll: Callable[[], None] | None = None, hung: Callable[[], str | None] | None = None) -> GuestRun:
     """Boot the guest once, run `argv` in it (from `cwd`, default the current directory), return.
 
     `out_dir` (created) is shared read-write and receives guest-console.log (kernel console) and
     guest-output.log (the command's stdout and stderr, also copied live to `echo`). `rw_dirs` are
     further host directories the command writes to. The guest gets no network device, holds the
     guest lock while it runs, and is killed with this process (`_watchdog`). `on_poll` is called
-    about ten times a second while the guest runs (to show progress).
+    about ten times a second while the guest runs (to show progress); `hung`, as often, says why the
+    guest counts as hung (None while it does not): it is killed and GuestHung raised.
     """
     boot_timeout = boot_timeout or float(os.environ.get("KPEMU_BOOT_TIMEOUT") or BOOT_TIMEOUT)
     fd = lock_guest(progress)
@@ -482,6 +483,10 @@ def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
                 raise EnvironmentProblem(
                     f"the guest did not boot within {boot_timeout:.0f}s; console ({g.console}) ends:\n"
                     + _tail(g.console), "check the console log; raise KPEMU_BOOT_TIMEOUT on a slow machine")
+            if hung is not None and (why := hung()) is not None:
+                _kill(proc)
+                raise GuestHung(f"the guest hung ({why}); console ({g.console}) ends:\n" + _tail(g.console, 8),
+                                "run again: the next run boots a fresh guest")
             if now > timeout:
                 _kill(proc)
                 raise EnvironmentProblem(f"the guest command did not finish within {timeout:.0f}s",

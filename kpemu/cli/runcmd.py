@@ -11,6 +11,8 @@ from kpemu.cli.base import add_command, human_console, progress
 from kpemu.errors import InputError, KpemuError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
 
     from kpemu.model.scenario import Scenario
@@ -55,7 +57,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         # The guest only collects (deploy, traffic, captures): analysis is pure and much faster here.
         with progress(console) as step:
             done, failed = run_in_guest([(sc, out_dir_for(args.out, sc.name, several)) for sc in in_vm],
-                                        cold_root, args.update_goldens, reason, args.trace, step)
+                                        cold_root, args.update_goldens, reason, args.trace, step,
+                                        _notice(console))
         results += done
         for name, e in failed:
             console.print(f"{name}: {e}")
@@ -81,6 +84,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
     return worst
+
+
+def _notice(console: Console) -> Callable[[str], None]:
+    """What a run must say for good, not as passing progress (a guest that hung)."""
+    return lambda msg: console.print(msg, markup=False, highlight=False)
 
 
 def _without_blocked(scenarios: list[Scenario], decisions: list[tuple[str, str]],
@@ -151,7 +159,7 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
         try:
             with progress(console) as step:
                 done, failed = run_in_guest([(variants[m], base / m) for m in in_vm], base / "guest", False,
-                                            reason, args.trace, step)
+                                            reason, args.trace, step, _notice(console))
         except KpemuError as e:
             done, failed = [], [(variants[m].name, e) for m in in_vm]
         errors = dict(failed)
