@@ -51,7 +51,8 @@ def agent_argv(root: Path, once: bool, idle: float = IDLE_SECONDS) -> list[str]:
 
 
 class Silence:
-    """How long an agent's heartbeat has not moved, by this host's clock (the guest's may be off)."""
+    """How long an agent's heartbeat file has not changed, timed by this host's monotonic clock (so what
+    stamps the file, the guest or the 9p server, and how far off its clock is, do not matter)."""
 
     def __init__(self, root: Path):
         self.root = root
