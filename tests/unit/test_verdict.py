@@ -188,26 +188,36 @@ def test_died_contradicting_a_reply_and_an_unknown_fault_kind_are_refused(tmp_pa
         load_scenario(_scenario(tmp_path, "  - {kind: conntrack-full, node: node1}\n", "  - {flow: a}\n"))
 
 
-def test_a_drop_at_an_address_a_conntrack_entry_dnated_to_names_the_entry_and_whether_rules_were_consulted() -> None:
-    from kpemu.analyse.attribution import Event, TracedPacket, Visit
+# a UDP request whose conntrack entry on node1 DNATed the ClusterIP 10.96.0.10:53 to 10.244.1.5:53
+CT_LINE = ("udp      17 24 src=10.244.0.3 dst=10.96.0.10 sport=40053 dport=53 src=10.244.1.5 dst=10.244.0.3 "
+           "sport=53 dport=40053 mark=0 use=1")
+
+
+def _udp_through_entry(second: str, node: str) -> ConnLedger:
+    """The request as seen at client-0/eth0 and then, DNATed, at `second` (on `node`); node1's entry."""
     from kpemu.analyse.kstate import parse_conntrack
 
-    line = ("udp      17 24 src=10.244.0.3 dst=10.96.0.10 sport=40053 dport=53 src=10.244.1.5 dst=10.244.0.3 "
-            "sport=53 dport=40053 mark=0 use=1")
     cl = ConnLedger(0, "kpemu:f:000", 40053, "unreachable", None)
     cl.request = [hop("client-0/eth0", "pod", "node1", "10.244.0.3", 40053, "10.96.0.10", 53, proto="udp"),
-                  hop("node2/flannel.1", "node", "node2", "10.244.0.3", 40053, "10.244.1.5", 53, proto="udp", t=1)]
-    cl.conntrack = [{"node": "node1", **e} for e in parse_conntrack(line)]
+                  hop(second, "node", node, "10.244.0.3", 40053, "10.244.1.5", 53, proto="udp", t=1)]
+    cl.conntrack = [{"node": "node1", **e} for e in parse_conntrack(CT_LINE)]
+    return cl
+
+
+def test_a_drop_at_an_address_a_conntrack_entry_dnated_to_names_the_entry_and_whether_rules_were_consulted() -> None:
+    from kpemu.analyse.attribution import Event, TracedPacket, Visit
+
+    cl = _udp_through_entry("node2/flannel.1", "node2")
     drops = parse_drops("REASON 70 NEIGH_FAILED\nDROP 9 4026532382 4 70 neigh_invalidate 17 10.244.0.3 10.244.1.5 "
                         "40053 53 0 0.0.0.0 0.0.0.0 0 0 55\n")
     v = connection_verdict(cl, [], drops, MEMBERS, NETNS)
-    assert (v.at, v.reason, v.conntrack) == ("node2", "NEIGH_FAILED", f"node1: {line}")
-    assert v.text.endswith(f"; DNATed to 10.244.1.5; conntrack entry on node1: {line}")
+    assert (v.at, v.reason, v.conntrack) == ("node2", "NEIGH_FAILED", f"node1: {CT_LINE}")
+    assert v.text.endswith(f"; DNATed to 10.244.1.5; conntrack entry on node1: {CT_LINE}")
     # traced on node1 without any DNAT rule: the packet matched the entry, the nat rules were not consulted
     raw = TracedPacket("node1", "1", [Visit("1", {}, [Event("raw", "PREROUTING", "policy", "ACCEPT", None, "")])])
     v = connection_verdict(cl, [raw], drops, MEMBERS, NETNS)
     assert v.text.endswith(f"; DNATed to 10.244.1.5 by an existing conntrack entry on node1 (no nat rule was "
-                           f"consulted): {line}")
+                           f"consulted): {CT_LINE}")
     assert "conntrack" in v.words() and "NEIGH_FAILED" in v.words()
 
 
@@ -286,16 +296,10 @@ def test_a_rule_verdict_is_confirmed_by_a_netfilter_drop_in_its_time_window() ->
 
 def test_a_dnat_no_traced_rule_made_is_put_on_the_conntrack_entry_the_packet_matched() -> None:
     from kpemu.analyse.attribution import Event, TracedPacket, Visit, attribute_connection
-    from kpemu.analyse.kstate import parse_conntrack
     from kpemu.analyse.ledger import Change
 
-    line = ("udp      17 24 src=10.244.0.3 dst=10.96.0.10 sport=40053 dport=53 src=10.244.1.5 dst=10.244.0.3 "
-            "sport=53 dport=40053 mark=0 use=1")
-    cl = ConnLedger(0, "kpemu:f:000", 40053, "unreachable", None)
-    cl.request = [hop("client-0/eth0", "pod", "node1", "10.244.0.3", 40053, "10.96.0.10", 53, proto="udp"),
-                  hop("node1/cni0", "node", "node1", "10.244.0.3", 40053, "10.244.1.5", 53, proto="udp", t=1)]
+    cl = _udp_through_entry("node1/cni0", "node1")
     cl.request[1].changed_by.append(Change("DNAT", "dst", "10.96.0.10:53", "10.244.1.5:53", "node1"))
-    cl.conntrack = [{"node": "node1", **e} for e in parse_conntrack(line)]
     header = {"id": 22522, "proto": "udp", "src": "10.244.0.3", "dst": "10.96.0.10", "sport": 40053, "dport": 53}
     raw_only = TracedPacket("node1", "1", [Visit("1", header, [Event("raw", "PREROUTING", "policy", "ACCEPT", None,
                                                                       "")])])
