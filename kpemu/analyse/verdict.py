@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from kpemu.analyse.attribution import TracedPacket, comment_of
+from kpemu.analyse.attribution import TracedPacket, comment_of, kernel_dnat
 from kpemu.analyse.drops import DropEvent, by_time, describe, matching, meaning
 from kpemu.analyse.ledger import ConnLedger, Hop
 
@@ -102,10 +102,11 @@ def _rule_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], netns: Mappin
     return None
 
 
-def _dnat_entry(cl: ConnLedger, packets: Sequence[TracedPacket]) -> tuple[str, str] | None:
+def _dnat_entry(cl: ConnLedger, packets: Sequence[TracedPacket], ipvs: bool) -> tuple[str, str] | None:
     """(conntrack entry as "node: line", how it decided) when a conntrack entry DNATed the connection to
     the address its last request hop went to. Traced packets without a DNAT rule on that node mean the
-    packet matched an entry that existed before it (the nat rules were not consulted)."""
+    packet matched an entry that existed before it (the nat rules were not consulted), except with IPVS,
+    which DNATs without a rule."""
     last = cl.request[-1].pkt if cl.request else None
     for e in cl.conntrack if last is not None else []:
         o, r = e.get("original") or {}, e.get("reply") or {}
@@ -113,9 +114,12 @@ def _dnat_entry(cl: ConnLedger, packets: Sequence[TracedPacket]) -> tuple[str, s
             continue
         node = e.get("node")
         traced = [p for p in packets if p.node == node]
-        ruled = any(ev.target == "DNAT" for p in traced for v in p.visits for ev in v.events)
-        how = (f"DNATed to {last.dst} by an existing conntrack entry on {node} (no nat rule was consulted)"
-               if traced and not ruled else f"DNATed to {last.dst}; conntrack entry on {node}")
+        if ipvs:
+            how = f"DNATed to {last.dst} by IPVS; conntrack entry on {node}"
+        elif traced and not any(kernel_dnat(p) for p in traced):
+            how = f"DNATed to {last.dst} by an existing conntrack entry on {node} (no nat rule was consulted)"
+        else:
+            how = f"DNATed to {last.dst}; conntrack entry on {node}"
         return f"{node}: {e.get('line')}", f"{how}: {e.get('line')}"
     return None
 
@@ -185,7 +189,8 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
         return v
     icmp = _icmp_reply(cl)
     if timed and not kernel:
-        return _with_entry(_no_rule(_time_verdict(cl, timed, netns, icmp, time_note), packets), cl, packets)
+        return _with_entry(_no_rule(_time_verdict(cl, timed, netns, icmp, time_note), packets, ipvs), cl,
+                           packets, ipvs)
     if kernel:
         ev, member = next(((e, m) for e, m in kernel if e.reason != "NOT_SPECIFIED"), kernel[0])
         direction = "reply" if any((ev.proto, ev.src, ev.sport, ev.dst, ev.dport) == (h.pkt.proto, h.pkt.src,
@@ -194,18 +199,18 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
                     reason=ev.reason, joined="tuple", function=ev.function, why=meaning(ev.reason, ev.function))
         v.text = f"dropped by the kernel on {member} ({v.direction}): {describe(ev.reason, ev.function)}; " \
                  f"packet {packet_text(ev)}"
-        _no_rule(v, packets)
+        _no_rule(v, packets, ipvs)
         if icmp is not None:
             v.icmp = _icmp_name(icmp)
             v.text += f"; {icmp.pkt.src} sent ICMP {v.icmp}"
-        return _with_entry(v, cl, packets)
+        return _with_entry(v, cl, packets, ipvs)
     if icmp is not None:
         name = _icmp_name(icmp)
         sender = icmp.info.member
         v = Verdict(sender, netns.get(sender), "ICMP", "icmp reply", "request", point, icmp=name,
                     why=f"{icmp.pkt.src} answered with ICMP {name} instead of the service")
         v.text = f"refused on {sender}: ICMP {name} from {icmp.pkt.src}"
-        return _with_entry(v, cl, packets)
+        return _with_entry(v, cl, packets, ipvs)
     if ipvs and last is not None and last.info.node:
         empty = ipvs_empty_services((ipvs_services or {}).get(last.info.node, ""))
         svc = f"{last.pkt.proto.upper()} {last.pkt.dst}:{last.pkt.dport}"
@@ -242,18 +247,18 @@ def _time_verdict(cl: ConnLedger, timed: Sequence[DropEvent], netns: Mapping[str
     return v
 
 
-def _no_rule(v: Verdict, packets: Sequence[TracedPacket]) -> Verdict:
+def _no_rule(v: Verdict, packets: Sequence[TracedPacket], ipvs: bool) -> Verdict:
     """A NETFILTER_DROP on a node whose rule trace has the packet and no DROP (else _rule_verdict would have
-    named the rule): conntrack dropped it."""
-    if v.reason == "NETFILTER_DROP" and any(p.node == v.at for p in packets):
+    named the rule): conntrack dropped it. Not with IPVS, which drops in the hook itself (no real server)."""
+    if v.reason == "NETFILTER_DROP" and not ipvs and any(p.node == v.at for p in packets):
         v.why = NO_RULE_DROPPED
         v.text += f"; {NO_RULE_DROPPED}"
     return v
 
 
-def _with_entry(v: Verdict, cl: ConnLedger, packets: Sequence[TracedPacket]) -> Verdict:
+def _with_entry(v: Verdict, cl: ConnLedger, packets: Sequence[TracedPacket], ipvs: bool) -> Verdict:
     """Name the conntrack entry that sent the packet where it died, when one did."""
-    got = _dnat_entry(cl, packets)
+    got = _dnat_entry(cl, packets, ipvs)
     if got is not None:
         v.conntrack = got[0]
         v.text += f"; {got[1]}"

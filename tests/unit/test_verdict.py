@@ -221,6 +221,23 @@ def test_a_drop_at_an_address_a_conntrack_entry_dnated_to_names_the_entry_and_wh
     assert "conntrack" in v.words() and "NEIGH_FAILED" in v.words()
 
 
+def test_with_ipvs_a_drop_in_the_hook_is_not_blamed_on_conntrack_and_ipvs_made_the_entry() -> None:
+    from kpemu.analyse.attribution import Event, TracedPacket, Visit
+    from kpemu.analyse.verdict import NO_RULE_DROPPED
+
+    cl = _udp_through_entry("node2/flannel.1", "node2")
+    drops = parse_drops("REASON 12 NETFILTER_DROP\nDROP 9 4026532382 4 12 nf_hook_slow 17 10.244.0.3 10.244.1.5 "
+                        "40053 53 0 0.0.0.0 0.0.0.0 0 0 55\n")
+    traced = [TracedPacket(n, "1", [Visit("1", {}, [Event("raw", "PREROUTING", "policy", "ACCEPT", None, "")])])
+              for n in ("node1", "node2")]
+    v = connection_verdict(cl, traced, drops, MEMBERS, NETNS)  # iptables mode: no DROP rule traced on node2
+    assert v.text.endswith(f"; {NO_RULE_DROPPED}; DNATed to 10.244.1.5 by an existing conntrack entry on node1 "
+                           f"(no nat rule was consulted): {CT_LINE}")
+    v = connection_verdict(cl, traced, drops, MEMBERS, NETNS, ipvs=True)
+    assert v.text.endswith(f"(55 bytes); DNATed to 10.244.1.5 by IPVS; conntrack entry on node1: {CT_LINE}")
+    assert NO_RULE_DROPPED not in v.text
+
+
 TRACEFS = """KPEMU-DROPS-READY
           <idle>-0       [001] ..s2. 10988.744605: kfree_skb: skbaddr=00000000b0a0f8b8 rx_sk=0000000000000000 \
 protocol=2048 location=ip_rcv_finish_core+0x8e/0x4c0 reason: NOT_SPECIFIED
