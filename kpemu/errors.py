@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,12 @@ class EnvironmentProblem(KpemuError):
 class GuestHung(EnvironmentProblem):
     """The guest's agent stopped beating in the middle of a request (the emulated machine hung). Exit code 3.
 
-    `answered`: (work directory, result) of the requests it finished before, in order."""
+    `answered`: (work directory, result) of the requests it finished before, in order (filled by who
+    knows them)."""
 
-    def __init__(self, reason: str, fix: str = "", answered: list | None = None):
+    def __init__(self, reason: str, fix: str = ""):
         super().__init__(reason, fix)
-        self.answered = answered or []
+        self.answered: list[tuple[Path, dict]] = []
 
 
 class ApplyError(KpemuError):

@@ -225,12 +225,11 @@ def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progr
                       hung=Silence(root))
     except GuestHung as e:
         poll()
-        answered = []
         for rid in rids:  # the agent answers in order: the ones before the first unanswered
             if (res := exchange.result(root, rid)) is None:
                 break
-            answered.append((root / exchange.WORK / rid, res))
-        raise GuestHung(e.reason, e.fix, answered) from None
+            e.answered.append((root / exchange.WORK / rid, res))
+        raise
     poll()
     out = []
     for rid in rids:

@@ -20,7 +20,7 @@ CMDLINE = Path("/proc/cmdline")
 _RESTORE: list[tuple[Path, str]] = []  # kernel-wide settings a fault changed: (path, value before), in order
 
 
-def _in_kpemu_guest() -> bool:
+def in_kpemu_guest() -> bool:
     """Whether this is kpemu's guest: its agent's environment, and a kernel booted by virtme-ng (whose
     command line carries virtme's parameters). Either alone could be set by mistake on a host."""
     try:
@@ -33,7 +33,7 @@ def _in_kpemu_guest() -> bool:
 def _set_kernel_wide(key: str, value: str, kind: str) -> str:
     """Set a kernel-wide sysctl (from the initial network namespace); only in a kpemu guest, which is
     disposable: the host's kernel-wide settings are never changed. Restored by `restore_kernel_wide`."""
-    if not _in_kpemu_guest():
+    if not in_kpemu_guest():
         raise ApplyError(f"fault {kind}: {key.replace('/', '.')} is kernel-wide; kpemu sets it only in its guest "
                          "kernel, never on the host (run with --runtime vm)")
     path = PROC_SYS / key

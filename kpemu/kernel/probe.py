@@ -70,7 +70,6 @@ _MODE = {name: list(m.features) for name, m in MODES.items()}  # from the proxy-
 # Features a fault needs beyond its lab's (kpemu.plan.faults): conntrack-full sets the kernel-wide
 # nf_conntrack_max, which kpemu does only in its disposable guest.
 FAULT_FEATURES = {"conntrack-full": ("conntrack:max",)}
-CONNTRACK_MAX = Path("/proc/sys/net/netfilter/nf_conntrack_max")
 # What a guest kernel must provide for every CNI x mode (the modules behind the kernel features).
 GUEST_FEATURES = ("ip_vs", "ipip", "dummy")
 
@@ -373,11 +372,15 @@ def _conntrack_max() -> Feature:
     """Whether a lab's conntrack limit may be set: nf_conntrack_max is one kernel-wide value, writable only
     in the initial network namespace, so only inside kpemu's guest (disposable), never on the host."""
     how = "nf_conntrack_max writable from the initial namespace of a kpemu guest"
-    if os.environ.get("KPEMU_IN_GUEST") != "1":
+    from kpemu.kernel.faults import PROC_SYS, in_kpemu_guest
+    from kpemu.plan.faults import CONNTRACK_MAX
+
+    if not in_kpemu_guest():  # the very check the fault itself makes before it sets the value
         return Feature("conntrack:max", False, how, "nf_conntrack_max is kernel-wide (writable only in the initial "
                                                     "network namespace) and kpemu never changes the host's")
-    ok = os.access(CONNTRACK_MAX, os.W_OK)
-    return Feature("conntrack:max", ok, how, "" if ok else f"{CONNTRACK_MAX} is not writable (nf_conntrack loaded?)")
+    path = PROC_SYS / CONNTRACK_MAX
+    ok = os.access(path, os.W_OK)
+    return Feature("conntrack:max", ok, how, "" if ok else f"{path} is not writable (nf_conntrack loaded?)")
 
 
 def _kernel_feature_names() -> list[str]:
