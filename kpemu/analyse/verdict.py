@@ -188,7 +188,7 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
                 + (" (joined by time window)" if joined != "tuple" else "")
         return v
     icmp = _icmp_reply(cl)
-    if timed and not kernel:
+    if timed:  # only read when no drop matched the tuple
         return _with_entry(_no_rule(_time_verdict(cl, timed, netns, icmp, time_note), packets, ipvs), cl,
                            packets, ipvs)
     if kernel:

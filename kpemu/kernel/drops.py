@@ -170,8 +170,8 @@ def why_no_reasons() -> str | None:
 def why_unavailable() -> str | None:
     """Why this kernel or machine cannot trace drops by tuple (bpftrace), or None when it can (cheap checks
     only); the time-window reader may still run (`why_no_reasons`)."""
-    if why_no_reasons() is not None:
-        return why_no_reasons()
+    if (why := why_no_reasons()) is not None:
+        return why
     forced = os.environ.get("KPEMU_DROP_TRACE")
     if forced == "tracefs":
         return "bpftrace not used (KPEMU_DROP_TRACE=tracefs)"

@@ -55,17 +55,6 @@ def plan_fault(topo: Topology, f: Fault) -> FaultStep:
 def _plan_fault(topo: Topology, f: Fault) -> FaultStep:
     if f.kind == "stale-conntrack":
         return _stale_conntrack(topo, f)
-    if f.kind == "conntrack-full":
-        node = f.node or ""
-        return FaultStep(
-            f.kind, node, netns_name(topo.name, node), commands=(("conntrack", "-F"),),
-            kernel_wide=(CONNTRACK_MAX, str(f.limit)),
-            change=f"nf_conntrack_max set to {f.limit} (kernel-wide, so in the guest kernel only) and {node}'s "
-                   f"conntrack table emptied: {node} keeps at most {f.limit} connections",
-            symptom=f"once {node} tracks {f.limit} connections that conntrack may not evict (assured ones: answered "
-                    "TCP, closed ones in TIME_WAIT too), the first packet of every new connection through it is "
-                    "dropped in the netfilter hook (NETFILTER_DROP in nf_hook_slow, no rule involved; the kernel "
-                    "logs `nf_conntrack: table full, dropping packet`) and the client times out")
     if f.kind == "stale-rules":
         pod = next(p for p in topo.pods if p.name == f.pod)
         return FaultStep(
@@ -76,6 +65,16 @@ def _plan_fault(topo: Topology, f: Fault) -> FaultStep:
                     "ARP for it fails (NEIGH_FAILED) and the client times out")
     node = f.node or ""
     ns = netns_name(topo.name, node)
+    if f.kind == "conntrack-full":
+        return FaultStep(
+            f.kind, node, ns, commands=(("conntrack", "-F"),),
+            kernel_wide=(CONNTRACK_MAX, str(f.limit)),
+            change=f"nf_conntrack_max set to {f.limit} (kernel-wide, so in the guest kernel only) and {node}'s "
+                   f"conntrack table emptied: {node} keeps at most {f.limit} connections",
+            symptom=f"once {node} tracks {f.limit} connections that conntrack may not evict (assured ones: answered "
+                    "TCP, closed ones in TIME_WAIT too), the first packet of every new connection through it is "
+                    "dropped in the netfilter hook (NETFILTER_DROP in nf_hook_slow, no rule involved; the kernel "
+                    "logs `nf_conntrack: table full, dropping packet`) and the client times out")
     if f.kind == "mtu-mismatch":
         return FaultStep(
             f.kind, node, ns, commands=(("ip", "link", "set", "dev", f.device, "mtu", str(f.mtu)),),
