@@ -36,8 +36,9 @@ class NftNode:
 
 
 def _masq_mark(table: Table) -> int | None:
-    """The mark kube-proxy's mark-for-masquerade chain sets (its masqueradeBit)."""
-    chain = table.chains.get("mark-for-masquerade")
+    """kube-proxy's masqueradeBit, read where every release has it: the masquerading chain clears it
+    (`mark set mark xor M`; the mark-for-masquerade chain that sets it is gone from 1.36)."""
+    chain = table.chains.get("masquerading")
     marks = [m for r in (chain.rules if chain else []) if (m := _MARK_SET.search(r.text))]
     return int(marks[0][2], 16) if marks else None
 

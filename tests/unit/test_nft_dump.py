@@ -205,9 +205,17 @@ def test_trace_of_a_1_36_table_names_the_inline_mark(tmp_path: Path) -> None:
     """1.36 (#135800) has no mark-for-masquerade chain: the mark is set inline, and the trace says so."""
     topo = tmp_path / "cluster.yaml"
     topo.write_text((DATA / "cluster.yaml").read_text().replace('version: "1.35"', 'version: "1.36"'))
-    res = kpemu("trace", str(topo), "--node", "node1", "--src", "192.168.1.100", "--dst", "10.96.0.20:9000")
+    args = ["--node", "node1", "--src", "192.168.1.100", "--dst", "10.96.0.20:9000"]
+    res = kpemu("trace", str(topo), *args)
     assert res.returncode == 0, res.stderr
     assert res.stdout == INLINE_MARK
+    # the same table as a listing (what `nft list ruleset` prints, read back equal by the kernel tests) walks
+    # the same way, the masquerade bit read from the masquerading chain
+    dump = tmp_path / "node1.nft"
+    dump.write_text(kpemu("rules", str(topo), "--node", "node1", "--format", "nft-list").stdout)
+    dumped = kpemu("trace", str(topo), "--nft", str(dump), *args)
+    assert dumped.returncode == 0, dumped.stderr
+    assert dumped.stdout.split("\n")[2:] == INLINE_MARK.split("\n")[2:]
 
 
 def test_cut_short_or_garbled_dumps_exit_2_with_file_and_line(tmp_path: Path) -> None:
