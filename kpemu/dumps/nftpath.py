@@ -101,7 +101,8 @@ def _element(table: Table, name: str, key: tuple[str, ...]) -> str | None:
     return f"{' . '.join(e.key)} : {e.value}" if e else None
 
 
-def _notes(nn: NftNode, text: str, verdict: str, dst: str, dport: int, pkt: Packet, mark: int) -> list[str]:
+def _notes(nn: NftNode, text: str, verdict: str, dst: str, dport: int, pkt: Packet, mark: int,
+           dnat: str | None) -> list[str]:
     """What a matched rule looked up: verdict-map elements, named sets, the numgen arm, the mark."""
     notes = []
     for which, name in re.findall(r"ip ([sd])addr (?:!= )?@(\S+)", text):
@@ -111,10 +112,12 @@ def _notes(nn: NftNode, text: str, verdict: str, dst: str, dport: int, pkt: Pack
     if m:
         key = ((dst,) if m[1] else ()) + (pkt.proto, str(dport))
         notes.append(f"@{m[2]} element {_element(nn.table, m[2], key) or ' . '.join(key) + ' (none)'}")
-    m = re.search(r"numgen random mod (\d+) vmap \{ (.*) \}", text)
+    # the arm is the one whose goto was taken (a vmap) or whose address the packet was DNATed to (1.36's map)
+    m = re.search(r"numgen random mod (\d+) (vmap|map) \{ (.*) \}", text)
     if m:
-        arms = [a.split(" : ", 1) for a in re.split(r"\s*,\s*", m[2])]
-        arm = next((n for n, v in arms if v.strip() == verdict), "?")
+        taken = verdict if m[2] == "vmap" else " . ".join((dnat or "?:?").rsplit(":", 1))
+        arms = [a.split(" : ", 1) for a in re.split(r"\s*,\s*", m[3])]
+        arm = next((n for n, v in arms if v.strip() == taken), "?")
         notes.append(f"numgen arm {arm} of {m[1]}, probability 1/{m[1]}")
     if _MARK_SET.search(text):
         notes.append(f"mark {mark:#x}")
@@ -134,11 +137,10 @@ def _path(nn: NftNode, pkt: Packet, o: Outcome) -> list[_PathStep]:
         m = _MARK_SET.search(text)
         if m:
             mark = mark | int(m[2], 16) if m[1] in ("or", "|") else mark ^ int(m[2], 16)
-        notes = _notes(nn, text, s.verdict, dst, dport, pkt, mark)
+        notes = _notes(nn, text, s.verdict, dst, dport, pkt, mark, o.dnat)
         out.append(_PathStep(base, s, tuple(notes)))
-        m = re.search(r"dnat to (\S+):(\d+)$", text)
-        if m:
-            dst, dport = m[1], int(m[2])
+        if re.search(r"\bdnat (?:ip )?to ", text) and o.dnat:
+            dst, dport = o.dnat.rsplit(":", 1)[0], int(o.dnat.rsplit(":", 1)[1])
     return out
 
 

@@ -189,7 +189,7 @@ outcome 1: probability 1
     nat-output: jump services  => jump services
     services: ip daddr @cluster-ips ip saddr != 10.244.0.0/16 meta mark set meta mark | 0x00004000 comment "masquerade clusterIP traffic from outside cluster"  => continue   [@cluster-ips has 10.96.0.20; mark 0x4000]
     services: ip daddr . meta l4proto . th dport vmap @service-ips  => goto service-R6NSGCUN-shop/api/tcp/grpc   [@service-ips element 10.96.0.20 . tcp . 9000 : goto service-R6NSGCUN-shop/api/tcp/grpc]
-    service-R6NSGCUN-shop/api/tcp/grpc: meta l4proto tcp dnat ip to numgen random mod 1 map { 0 : 10.244.1.6 . 9000 }  => accept
+    service-R6NSGCUN-shop/api/tcp/grpc: meta l4proto tcp dnat ip to numgen random mod 1 map { 0 : 10.244.1.6 . 9000 }  => accept   [numgen arm 0 of 1, probability 1/1]
   output: filter-output (type filter, priority filter)
     filter-output: ct state new jump service-endpoints-check  => jump service-endpoints-check
     filter-output: ct state new jump cluster-ips-check  => jump cluster-ips-check
@@ -202,7 +202,8 @@ outcome 1: probability 1
 
 
 def test_trace_of_a_1_36_table_names_the_inline_mark(tmp_path: Path) -> None:
-    """1.36 (#135800) has no mark-for-masquerade chain: the mark is set inline, and the trace says so."""
+    """1.36 (#135800) has no mark-for-masquerade chain: the mark is set inline, and the trace says so; its
+    numgen DNAT map (#136499) names the arm taken."""
     topo = tmp_path / "cluster.yaml"
     topo.write_text((DATA / "cluster.yaml").read_text().replace('version: "1.35"', 'version: "1.36"'))
     args = ["--node", "node1", "--src", "192.168.1.100", "--dst", "10.96.0.20:9000"]
