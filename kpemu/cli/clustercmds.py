@@ -59,7 +59,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.nft or (topo is not None and mode_of(topo).has_nft and not dumps):
         return _trace_nft(args, topo, node_ips, src, dst, pod_cidr)
     nr = node_rules(topo, args.node, node_ips, args.iptables_save, args.ipvs, args.ipset)
-    pkt, origin = packet(nr, src, dst, args.proto, pod_cidr, args.from_)
+    pkt, origin = packet(nr.local, src, dst, args.proto, pod_cidr, args.from_)
     pred = run_trace(nr, pkt)
     return _print_trace(args, lambda: trace_json(nr, pred, origin), lambda: render_trace(nr, pred, origin))
 
@@ -67,10 +67,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def _trace_nft(args: argparse.Namespace, topo: Topology | None, node_ips: list[str], src: tuple[str, int | None],
                dst: tuple[str, int | None], pod_cidr: str | None) -> int:
     """trace through table ip kube-proxy: the --nft dump's, else the topology's generated one."""
-    from kpemu.dumps.nftpath import nft_node, nft_packet, nft_trace_json, render_nft_trace, run_nft_trace
+    from kpemu.dumps.nftpath import nft_node, nft_trace_json, render_nft_trace, run_nft_trace
+    from kpemu.dumps.trace import packet
 
     nn = nft_node(topo, args.node, node_ips, _read_nft(args.nft) if args.nft else None)
-    pkt, origin = nft_packet(nn, src, dst, args.proto, pod_cidr, args.from_)
+    pkt, origin = packet(nn.local, src, dst, args.proto, pod_cidr, args.from_)
     pred = run_nft_trace(nn, pkt)
     return _print_trace(args, lambda: nft_trace_json(nn, pred, origin), lambda: render_nft_trace(nn, pred, origin))
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kpemu.analyse.nftwalk import predict_nft
 from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step
-from kpemu.dumps.trace import origin_of, result_line, trace_document, trace_header
+from kpemu.dumps.trace import result_line, trace_document, trace_header
 from kpemu.errors import InputError
 from kpemu.proxy.nftables.listing import priority_text
 from kpemu.proxy.nftables.tx import Table, quote
@@ -68,14 +68,6 @@ def nft_node(topo: Any, node: str, node_ips: list[str], nft: NftDump | None) -> 
         raise InputError(f"kpemu trace --nft {nft.path}: the dump has no table ip kube-proxy ({found}); give the "
                          "node's nft list ruleset of a kube-proxy in nftables mode")
     return NftNode(node, nft.table, frozenset(local), _masq_mark(nft.table), f"table ip kube-proxy of {nft.describe()}")
-
-
-def nft_packet(nn: NftNode, src: tuple[str, int | None], dst: tuple[str, int | None], proto: str,
-               pod_cidr: str | None, given_origin: str | None) -> tuple[Packet, str]:
-    """The packet to trace and where it comes from (outside | pod | node)."""
-    origin = origin_of(src[0], nn.local, pod_cidr, given_origin)
-    return Packet(src=src[0], dst=dst[0], dport=dst[1] or 0, proto=proto, sport=src[1] or 40000,
-                  origin="local" if origin == "node" else "remote"), origin
 
 
 def run_nft_trace(nn: NftNode, pkt: Packet) -> Prediction:

@@ -270,9 +270,10 @@ def node_rules(topo: Any, node: str, node_ips: list[str], iptables_save: str | N
     return dumped_rules(node, local | set(node_ips), iptables_save, ipvs, ipset, generated)
 
 
-def packet(nr: NodeRules, src: tuple[str, int | None], dst: tuple[str, int | None], proto: str,
+def packet(local: frozenset[str], src: tuple[str, int | None], dst: tuple[str, int | None], proto: str,
            pod_cidr: str | None, given_origin: str | None) -> tuple[Packet, str]:
-    """The packet to trace and where it comes from (outside | pod | node)."""
-    origin = origin_of(src[0], nr.local, pod_cidr, given_origin)
+    """The packet to trace and where it comes from (outside | pod | node), on a node whose own addresses
+    are `local` (iptables and nft traces alike)."""
+    origin = origin_of(src[0], local, pod_cidr, given_origin)
     return Packet(src=src[0], dst=dst[0], dport=dst[1] or 0, proto=proto, sport=src[1] or 40000,
                   origin=_ORIGINS[origin]), origin
