@@ -146,12 +146,12 @@ def compare_sets(drift: Drift, want: Table, have: Table, owners: _Owners) -> Non
 
 def check_node_nft(topo: Any, node: str, dump: NftDump) -> Drift:
     """Compare `table ip kube-proxy` of a node's nftables dump with what kube-proxy would program."""
-    from kpemu.proxy.nftables import nftables_transaction
+    from kpemu.proxy.modes import node_state
 
     kp = topo.kubeProxy
     drift = Drift(node, f"kube-proxy {kp.version} {kp.mode} mode", [dump.describe()], {s.key for s in topo.services},
                   compared_what=COMPARED)
-    want = listed(nftables_transaction(topo, node).table())
+    want = listed(node_state(topo, node).walk.nft)
     if dump.table is None:
         drift.group(NODE_WIDE).missing.append("table ip kube-proxy (the dump has no kube-proxy table)")
         return drift
