@@ -20,20 +20,11 @@ from typing import Any
 from kpemu.dumps.drift import NODE_WIDE, Drift, _service_index, _service_key
 from kpemu.dumps.nft import NftDump, listed
 from kpemu.proxy.nftables.listing import priority_text, set_properties
-from kpemu.proxy.nftables.tx import Chain, Element, NSet, Rule, Table, quote
+from kpemu.proxy.nftables.tx import Chain, Element, NSet, Table, quote
 
 _OWNED = re.compile(r"^(?:service|local|external|firewall|endpoint|affinity)-[A-Z2-7]{8}-([^/]+)/([^/]+)/")
 _ENDPOINT = re.compile(r"__([0-9.]+)/(\d+)$")
 COMPARED = "kube-proxy rules and set/map elements"
-
-
-def _rule_line(r: Rule) -> str:
-    return r.text + (f" comment {quote(r.comment)}" if r.comment is not None else "")
-
-
-def _element_line(e: Element) -> str:
-    """`{ key [comment "c"] [: value] }` as kube-proxy adds the element."""
-    return "{" + e.line().split(" {", 1)[1]
 
 
 def _chain_head(c: Chain) -> str:
@@ -101,8 +92,8 @@ def compare_chains(drift: Drift, want: Table, have: Table) -> None:
     for name in [*want.chains, *(n for n in have.chains if n not in want.chains)]:
         w, h = want.chains.get(name), have.chains.get(name)
         g = drift.group(_Owners.of_name(name))
-        exp = [_rule_line(r) for r in w.rules] if w else []
-        got = [_rule_line(r) for r in h.rules] if h else []
+        exp = [r.commented() for r in w.rules] if w else []
+        got = [r.commented() for r in h.rules] if h else []
         drift.rules_compared += len(got)
         if name.startswith("endpoint-") and (w is None or h is None):
             (g.missing_endpoints if h is None else g.stale_endpoints).append((_endpoint(w or h), f"chain {name}"))  # type: ignore[arg-type]
@@ -135,8 +126,8 @@ def compare_sets(drift: Drift, want: Table, have: Table, owners: _Owners) -> Non
             g.changed.append(([_set_head(w)], [_set_head(h)]))
         if "dynamic" in s.flags:
             continue
-        exp = {_element_line(e): e for e in (w.elements if w else [])}
-        got = {_element_line(e): e for e in (h.elements if h else [])}
+        exp = {f"{{ {e.body()} }}": e for e in (w.elements if w else [])}
+        got = {f"{{ {e.body()} }}": e for e in (h.elements if h else [])}
         drift.rules_compared += len(got)
         for line in [x for x in exp if x not in got]:
             drift.group(owners.of_element(exp[line])).missing.append(f"{s.kind} {name}: {line}")

@@ -90,15 +90,6 @@ def _element_key(e: Element) -> int:
     return int.from_bytes(b"".join(_raw(p) for p in e.key), "little")
 
 
-def _element_text(e: Element) -> str:
-    text = " . ".join(e.key)
-    if e.comment is not None:
-        text += f" comment {quote(e.comment)}"
-    if e.value is not None:
-        text += f" : {e.value}"
-    return text
-
-
 def _elements(s: NSet) -> str:
     elems = s.elements if "interval" in s.flags else sorted(s.elements, key=_element_key)
     simple = s.kind == "set" and " . " not in s.type
@@ -109,7 +100,7 @@ def _elements(s: NSet) -> str:
             out.append(", " if simple and count < 2 else _ELEMENT_WRAP)
             if simple and count >= 2:
                 count = 0
-        out.append(_element_text(e))
+        out.append(e.body())
     return "{ " + "".join(out) + " }"
 
 

@@ -37,9 +37,12 @@ class Rule:
     text: str
     comment: str | None = None
 
+    def commented(self) -> str:
+        """The rule's text with its comment, as nft takes and lists it."""
+        return self.text + (f" comment {quote(self.comment)}" if self.comment is not None else "")
+
     def line(self) -> str:
-        tail = f" comment {quote(self.comment)}" if self.comment is not None else ""
-        return f"add rule {_PREFIX} {self.chain} {self.text}{tail}"
+        return f"add rule {_PREFIX} {self.chain} {self.commented()}"
 
 
 @dataclass
@@ -71,13 +74,17 @@ class Element:
     comment: str | None = None
     kind: str = "set"
 
-    def line(self) -> str:
+    def body(self) -> str:
+        """`key [comment "c"] [: value]`, as nft takes and lists it."""
         text = " . ".join(self.key)
         if self.comment is not None:
             text += f" comment {quote(self.comment)}"
         if self.value is not None:
             text += f" : {self.value}"
-        return f"add element {_PREFIX} {self.container} {{ {text} }}"
+        return text
+
+    def line(self) -> str:
+        return f"add element {_PREFIX} {self.container} {{ {self.body()} }}"
 
 
 @dataclass
