@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,17 +135,21 @@ def compare_rules(drift: Drift, expected: RuleSet, dump: RuleSet) -> None:
         if chain[1].startswith("KUBE-SEP-") and (not exp or not got):
             g = group(owners.get(chain, NODE_WIDE))
             (g.missing_endpoints if exp else g.stale_endpoints).append((_dnat(exp or got), name))
-        sm = difflib.SequenceMatcher(a=exp, b=got, autojunk=False)
-        for op, i1, i2, j1, j2 in sm.get_opcodes():
-            if op == "equal":
-                continue
-            if op == "replace":
-                group(_group_of(exp[i1], chain, owners)).changed.append(
-                    ([f"{name}: {x}" for x in exp[i1:i2]], [f"{name}: {x}" for x in got[j1:j2]]))
-            for line in exp[i1:i2] if op == "delete" else []:
-                group(_group_of(line, chain, owners)).missing.append(f"{name}: {line}")
-            for line in got[j1:j2] if op == "insert" else []:
-                group(_group_of(line, chain, owners)).extra.append(f"{name}: {line}")
+        diff_lines(exp, got, name, lambda line, c=chain: group(_group_of(line, c, owners)))
+
+
+def diff_lines(exp: list[str], got: list[str], label: str, group_of: Callable[[str], ServiceDrift]) -> None:
+    """Put the differences of two line lists in order (difflib), each prefixed with `label`, into the
+    group `group_of(line)` names: changed runs, missing lines, extra lines."""
+    sm = difflib.SequenceMatcher(a=exp, b=got, autojunk=False)
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op == "replace":
+            group_of(exp[i1]).changed.append(([f"{label}: {x}" for x in exp[i1:i2]],
+                                              [f"{label}: {x}" for x in got[j1:j2]]))
+        for line in exp[i1:i2] if op == "delete" else []:
+            group_of(line).missing.append(f"{label}: {line}")
+        for line in got[j1:j2] if op == "insert" else []:
+            group_of(line).extra.append(f"{label}: {line}")
 
 
 def render_drift(d: Drift) -> str:

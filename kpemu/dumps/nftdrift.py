@@ -13,11 +13,10 @@ objects of deleted Services stand out.
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any
 
-from kpemu.dumps.drift import NODE_WIDE, Drift, _service_index, _service_key
+from kpemu.dumps.drift import NODE_WIDE, Drift, _service_index, _service_key, diff_lines
 from kpemu.dumps.nft import NftDump, listed
 from kpemu.proxy.nftables.listing import priority_text, set_properties
 from kpemu.proxy.nftables.tx import Chain, Element, NSet, Table, quote
@@ -102,15 +101,7 @@ def compare_chains(drift: Drift, want: Table, have: Table) -> None:
                 (g.missing if h is None else g.extra).append(_chain_head(w or h))  # type: ignore[arg-type]
         elif _chain_head(w) != _chain_head(h):
             g.changed.append(([_chain_head(w)], [_chain_head(h)]))
-        sm = difflib.SequenceMatcher(a=exp, b=got, autojunk=False)
-        for op, i1, i2, j1, j2 in sm.get_opcodes():
-            if op == "replace":
-                g.changed.append(([f"chain {name}: {x}" for x in exp[i1:i2]],
-                                  [f"chain {name}: {x}" for x in got[j1:j2]]))
-            elif op == "delete":
-                g.missing += [f"chain {name}: {x}" for x in exp[i1:i2]]
-            elif op == "insert":
-                g.extra += [f"chain {name}: {x}" for x in got[j1:j2]]
+        diff_lines(exp, got, f"chain {name}", lambda _, g=g: g)
 
 
 def compare_sets(drift: Drift, want: Table, have: Table, owners: _Owners) -> None:
