@@ -254,7 +254,8 @@ class DropSession:
                 self.text = tracefs_drops(raw, self.by_time)
             else:
                 self.text = "".join(ln + "\n" for ln in raw.splitlines() if self._keep(ln))
-            self.path.write_text(self.text)  # nothing of other namespaces stays on disk
+            # from bpftrace only the lab's namespaces stay on disk; the tracefs reader cannot tell namespaces apart
+            self.path.write_text(self.text)
         return self.text
 
     def _keep(self, line: str) -> bool:
