@@ -23,14 +23,16 @@ from typing import Any
 
 from kpemu import vm
 from kpemu.errors import EnvironmentProblem, GuestHung
+from kpemu.hang import Watch
 from kpemu.jobs import exchange
+from kpemu.kernel import runowner
 from kpemu.pace import scaled
 
 WARM_DIR = Path(os.environ.get("KPEMU_VM_DIR", "/run/kpemu/vm"))
 GUEST_FILE = "guest.json"
 IDLE_SECONDS = 1800.0
-HEARTBEAT_LIMIT = 30.0  # seconds (scaled; KPEMU_HEARTBEAT_LIMIT) without a heartbeat before a guest counts as hung
 STOP_WAIT = 20.0
+WARM_OWNER = "warm-guest"  # the owner its processes carry: it outlives `kpemu vm up`, until vm down or idle
 
 Progress = Callable[[str], None]
 
@@ -50,31 +52,6 @@ def agent_argv(root: Path, once: bool, idle: float = IDLE_SECONDS) -> list[str]:
 # ---------------------------------------------------------------- the warm guest
 
 
-class Silence:
-    """How long an agent's heartbeat file has not changed, timed by this host's monotonic clock (so what
-    stamps the file, the guest or the 9p server, and how far off its clock is, do not matter)."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.seen: int | None = None
-        self.since = time.monotonic()
-
-    def __call__(self) -> str | None:
-        """Why the agent counts as hung, or None (also before it first beats: booting has its own limit)."""
-        try:
-            mtime: int | None = (self.root / exchange.HEARTBEAT).stat().st_mtime_ns
-        except FileNotFoundError:
-            mtime = None
-        now = time.monotonic()
-        if mtime != self.seen:
-            self.seen, self.since = mtime, now
-            return None
-        limit = scaled(float(os.environ.get("KPEMU_HEARTBEAT_LIMIT") or HEARTBEAT_LIMIT))
-        if mtime is None or now - self.since <= limit:
-            return None
-        return f"its agent gave no sign of life for {now - self.since:.0f}s"
-
-
 def _alive(pid: int) -> bool:
     """Whether process `pid` runs (a zombie, killed but not yet reaped by its parent, does not)."""
     try:
@@ -87,6 +64,8 @@ def _alive(pid: int) -> bool:
 def _forget(root: Path = WARM_DIR) -> None:
     for name in (GUEST_FILE, exchange.AGENT, exchange.HEARTBEAT):
         (root / name).unlink(missing_ok=True)
+    for leftover in root.glob("virtme_ret*"):  # vng's temporary files (TMPDIR is the guest's folder)
+        leftover.unlink(missing_ok=True)
     for sub in (exchange.REQUESTS, exchange.RUNNING, exchange.RESULTS, exchange.WORK):
         shutil.rmtree(root / sub, ignore_errors=True)
 
@@ -120,7 +99,8 @@ def up(progress: Progress = _quiet, idle: float = IDLE_SECONDS) -> dict[str, Any
     try:
         _forget()
         exchange.prepare(WARM_DIR)
-        g = vm.start(agent_argv(WARM_DIR, once=False, idle=idle), WARM_DIR, progress=progress, lock_fd=fd)
+        g = vm.start(agent_argv(WARM_DIR, once=False, idle=idle), WARM_DIR, progress=progress, lock_fd=fd,
+                     owner=WARM_OWNER)
     finally:
         os.close(fd)
     exchange.write_json(WARM_DIR / GUEST_FILE, {"pid": g.proc.pid, "started": time.time(), "idle": idle,
@@ -171,7 +151,7 @@ def request(kind: str, progress: Progress = _quiet, timeout: float = 1800.0, **f
         raise EnvironmentProblem("no warm guest is up", "kpemu vm up")
     rid = exchange.submit(WARM_DIR, kind, **fields)
     work = WARM_DIR / exchange.WORK / rid
-    t0, pos, silence = time.monotonic(), 0, Silence(WARM_DIR)
+    t0, pos, silence = time.monotonic(), 0, Watch(WARM_DIR)
     while True:
         res = exchange.result(WARM_DIR, rid)
         pos = _echo_log(work / "log", pos, progress)
@@ -222,7 +202,7 @@ def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progr
 
     try:
         run = vm.boot(agent_argv(root, once=True), root, timeout, progress=progress, on_poll=poll,
-                      hung=Silence(root))
+                      hung=Watch(root))
     except GuestHung as e:
         poll()
         for rid in rids:  # the agent answers in order: the ones before the first unanswered
@@ -349,11 +329,33 @@ def stray_guests() -> list[int]:
     return [p for p in found if p != os.getpid()]
 
 
-def stop_all() -> list[int]:
-    """Stop the warm guest and kill any other guest still holding the lock (for `destroy --all`)."""
-    down()
-    pids = stray_guests()
-    for pid in pids:
+def _guest_owner(pid: int) -> str | None:
+    """The owner token a guest's process carries (None: unreadable, or a guest of an older kpemu)."""
+    try:
+        return runowner.owner_in_environ(Path(f"/proc/{pid}/environ").read_bytes())
+    except OSError:
+        return None
+
+
+def stop_all() -> tuple[list[int], list[str]]:
+    """For `destroy --all`: stop the warm guest unless a live kpemu process waits on one of its requests,
+    and kill every other guest whose kpemu process is gone; (pids killed, guests left alone and why)."""
+    left = []
+    users = [t for t in exchange.waiting(WARM_DIR) if runowner.alive(t)] if warm_status() is not None else []
+    if users:
+        left.append(f"the warm guest: kpemu pid {', '.join(str(runowner.parse_token(t)) for t in users)} "
+                    "waits on it (kpemu vm down stops it)")
+    else:
+        down()
+    killed = []
+    for pid in stray_guests():
+        owner = _guest_owner(pid)
+        if owner == WARM_OWNER and users:
+            continue
+        if owner is not None and runowner.alive(owner):
+            left.append(f"a cold guest (pid {pid}) of the running kpemu pid {runowner.parse_token(owner)}")
+            continue
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    return pids
+            killed.append(pid)
+    return killed, sorted(set(left))

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from kpemu.errors import ApplyError, EnvironmentProblem, InputError, KpemuError
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.inspect import describe_netns
-from kpemu.kernel.labstate import PREFIX, LabState, load_state
+from kpemu.kernel.labstate import PREFIX, LabState, load_state, probe_running
 from kpemu.kernel.owner import lab_owner, owner_of
+from kpemu.kernel.runowner import kill_orphans, my_token, parse_token
 from kpemu.statedir import PROBE_DIR, STATE_DIR, scratch_dir, state_path
 
 if TYPE_CHECKING:  # the guest's agent imports this module: no model (pydantic) at import time
@@ -98,6 +99,8 @@ class Removal:
     namespaces: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     left: dict[str, str] = field(default_factory=dict)  # namespace -> why it is not this lab's
+    busy: dict[str, str] = field(default_factory=dict)  # lab -> the live kpemu process that owns it
+    killed: list[str] = field(default_factory=list)  # helper processes a killed kpemu process left running
 
     def add(self, other: Removal) -> None:
         self.namespaces += other.namespaces
@@ -114,6 +117,11 @@ class Removal:
                 ": " + " ".join(self.namespaces) if self.namespaces else "")
             if self.files:
                 head += f" and {len(self.files)} recorded files"
+        if self.killed:
+            head += "\nkilled what killed kpemu processes left running: " + ", ".join(self.killed)
+        if self.busy:
+            head += "\nleft alone, in use: " + ", ".join(f"lab {lab} by {who}"
+                                                         for lab, who in sorted(self.busy.items()))
         if self.left:
             head += "\nleft alone (not " + (f"{self.lab}'s" if self.lab else "kpemu's") + "): " + ", ".join(
                 f"{ns} ({why})" for ns, why in sorted(self.left.items()))
@@ -140,8 +148,12 @@ def destroy(lab: str) -> Removal:
     and marking it). The lab's scratch directory and state file go last.
     """
     require_root()
-    _remove_containers(lab)  # step 1 (container members): by label, so it needs no state file
     state = load_state(lab)
+    if state is not None and state.in_use() and state.owner != my_token():
+        raise EnvironmentProblem(f"lab {lab!r} is in use by {state.who()}: not removed",
+                                 f"wait for it to finish, or stop it (kill {parse_token(state.owner)}: it removes "
+                                 "its lab as it stops)")
+    _remove_containers(lab)  # step 1 (container members): by label, so it needs no state file
     out = Removal(lab, state is not None)
     mine = lab_owner(lab)
     for ns in state.namespaces if state else nsmod.list_netns(f"{PREFIX}{lab}-"):
@@ -159,22 +171,39 @@ def destroy_all() -> Removal:
     """Remove every recorded lab, every recorded probe namespace and every namespace kpemu marked
     (the CLI's `destroy --all` also stops every guest: kpemu.guest.stop_all)."""
     require_root()
-    _remove_containers(None)  # container members: every container labelled kpemu.lab
     out = Removal("", True)
+    busy = {lab: state for lab in labs() if (state := load_state(lab)) is not None and state.in_use()}
+    for lab, state in busy.items():
+        out.busy[lab] = state.who()
+    for helper in kill_orphans():
+        out.killed.append(helper.describe())
+    if not busy:  # container members: every container labelled kpemu.lab (a live run's would go too)
+        _remove_containers(None)
     for lab in labs():
-        out.add(destroy(lab))
-    probes = sorted(PROBE_DIR.iterdir()) if PROBE_DIR.is_dir() else []
-    for record in probes:
+        if lab not in busy:
+            out.add(destroy(lab))
+    live_probes = set()
+    for record in sorted(PROBE_DIR.iterdir()) if PROBE_DIR.is_dir() else []:
+        if probe_running(record):
+            live_probes.add(record.name)
+            out.left[record.name] = "a start-up probe of a running kpemu process"
+            continue
         if nsmod.delete_netns(record.name):
             out.namespaces.append(record.name)
         out.files += _remove_files(record)
+    busy_marks = {lab_owner(lab) for lab in busy}
     for ns in nsmod.list_netns(PREFIX):
+        if ns in live_probes:
+            continue
         who = owner_of(ns)
         if who is None:
             out.left[ns] = "not marked by kpemu"
+        elif who in busy_marks:
+            out.left[ns] = f"marked {who}, in use"
         elif nsmod.delete_netns(ns):
             out.namespaces.append(ns)
-    out.files += _remove_files(*sorted(STATE_DIR.glob("*.d")) if STATE_DIR.is_dir() else [])
+    scratch = sorted(STATE_DIR.glob("*.d")) if STATE_DIR.is_dir() else []
+    out.files += _remove_files(*(d for d in scratch if d.name[:-2] not in busy))
     return out
 
 

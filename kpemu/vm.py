@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kpemu.errors import EnvironmentProblem, GuestHung
+from kpemu.kernel import runowner
 from kpemu.kernel.probe import GUEST_FEATURES, find_tool, kvm_usable, probe
 from kpemu.system import python_hint, setup_hint
 
@@ -303,7 +304,8 @@ echo $? >"$out/{_MARK}-rc"
 def _guest_env(kvm: bool) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-    env = {k: v for k, v in os.environ.items() if k.startswith("KPEMU_") and k != "KPEMU_RUNTIME"}
+    # not the host's owner token: no process in the guest is a host process's helper
+    env = {k: v for k, v in os.environ.items() if k.startswith("KPEMU_") and k not in ("KPEMU_RUNTIME", runowner.ENV)}
     env.update({"PATH": f"{venv_bin}:{path}:/usr/sbin:/sbin", "HOME": "/root", "KPEMU_IN_GUEST": "1",
                 "KPEMU_RUNTIME": "host", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
                 # software emulation runs every process ~10x slower: stretch kpemu's readiness timeouts
@@ -408,10 +410,12 @@ class Started:
 
 def start(argv: Sequence[str], out_dir: Path, *, rw_dirs: Sequence[Path] = (),
           modules: Sequence[str] = GUEST_MODULES, progress: Callable[[str], None] | None = None,
-          cwd: Path | None = None, lock_fd: int) -> Started:
+          cwd: Path | None = None, lock_fd: int, owner: str | None = None) -> Started:
     """Boot the guest running `argv` (from `cwd`) and return at once; the caller holds `lock_fd`, which
     the guest inherits. `out_dir` (created, shared read-write) receives guest-console.log and
-    guest-output.log; `rw_dirs` are further directories the guest may write. No network device."""
+    guest-output.log, and vng's temporary files; `rw_dirs` are further directories the guest may
+    write. No network device. `owner` replaces the owner token the guest's processes carry (the
+    warm guest outlives the command that starts it)."""
     qemu, vng = _tools()
     kernel = _require_kernel()
     out = Path(out_dir).resolve()
@@ -428,7 +432,10 @@ def start(argv: Sequence[str], out_dir: Path, *, rw_dirs: Sequence[Path] = (),
     for d in rws:
         d.mkdir(parents=True, exist_ok=True)
     cmd = vng_command(kernel, script, rws, kvm, qemu, vng)
-    env = dict(os.environ, PATH=f"{Path(vng).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    env = dict(os.environ, PATH=f"{Path(vng).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+               TMPDIR=str(out))  # vng's virtme_ret* files go with the run's folder, however vng ends
+    if owner is not None:
+        env[runowner.ENV] = owner
     if progress:
         progress(f"booting {kernel.version} ({'KVM' if kvm else 'software emulation'})")
     t0, wall0 = time.monotonic(), time.time()

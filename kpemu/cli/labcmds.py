@@ -17,7 +17,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from kpemu.model import load_topology
     from kpemu.runtime import choose_runtime
 
-    topo = load_topology(resolve(args.file))
+    topo = load_topology(resolve(args.file), args.name)
     lab.require_root()
     runtime, reason = choose_runtime(args.runtime, [(topo.cni, topo.kubeProxy.mode)])
     if topo.containers():
@@ -50,9 +50,11 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     lab.require_root()
     if args.all:
         print(lab.destroy_all().summary())
-        stopped = guest.stop_all()
+        stopped, left = guest.stop_all()
         if stopped:
             print(f"stopped the guest (pids {' '.join(map(str, stopped))})")
+        for why in left:
+            print(f"left alone, in use: {why}")
         return 0
     if lab.load_state(args.name) is None:
         res = guest.lab_request("destroy", lab=args.name)
@@ -112,6 +114,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("file", metavar="TOPOLOGY", help="a YAML file, or example:NAME (see kpemu examples)")
     s.add_argument("--runtime", choices=["auto", "host", "vm"], default=None,
                    help="where to build it (default auto: this kernel when it can, else a guest kernel)")
+    s.add_argument("--name", default=None, metavar="LAB",
+                   help="the lab's name (namespaces kp-LAB-*) instead of the file's: deploy two copies")
     s.set_defaults(func=cmd_deploy,
                    takes_command="-- CMD runs here once the lab is up (kpemu exec in it reaches the lab)")
 

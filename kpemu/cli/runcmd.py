@@ -30,8 +30,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from kpemu.examples import resolve
 
     args.scenarios = [str(resolve(f)) for f in args.scenarios]  # example:NAME -> the shipped file
+    if args.name and (len(args.scenarios) > 1 or args.compare_modes):
+        raise InputError("kpemu run: --name names the lab of one scenario run in one mode; give one SCENARIO "
+                         "without --compare-modes")
     # every file valid before anything is built
-    scenarios = [load_scenario(f, args.proxy_mode, capture_points) for f in args.scenarios]
+    scenarios = [load_scenario(f, args.proxy_mode, capture_points, args.name) for f in args.scenarios]
     names = [sc.name for sc in scenarios]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
@@ -217,6 +220,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where to run: this kernel, the guest kernel, or whichever can (default auto)")
     s.add_argument("--out", default=None, help="output directory (default runs/<name>; with several "
                                                "scenarios, each goes to OUT/<name>)")
+    s.add_argument("--name", default=None, metavar="LAB",
+                   help="the lab's name (namespaces kp-LAB-*) instead of the scenario's: run two copies at once")
     s.add_argument("--json", action="store_true", help="print hops.json to stdout (summary to stderr)")
     s.add_argument("--update-goldens", action="store_true", help="rewrite scenarios/<name>/golden/ from this run")
     s.add_argument("--trace", action=argparse.BooleanOptionalAction, default=True,

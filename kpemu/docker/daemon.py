@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 
 from kpemu.errors import EnvironmentProblem
+from kpemu.kernel import runowner
 
 STATE_DIR = Path(os.environ.get("KPEMU_DOCKERD_DIR", "/run/kpemu/dockerd"))
+OWNER = "dockerd"  # the owner token it carries: a service shared by labs, stopped by destroy --all, not a helper
 # Flags that keep dockerd off the host's network configuration entirely.
 HOST_UNTOUCHED = ["--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-forward=false",
                   "--ip-masq=false"]
@@ -67,7 +69,7 @@ class PrivateDockerd:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as log:
             proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+                                    start_new_session=True, env={**os.environ, runowner.ENV: OWNER})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:

@@ -30,9 +30,14 @@ EXEC_TIMEOUT = 600.0
 
 
 def _beat(root: Path, stop: threading.Event) -> None:
+    """Touch the heartbeat every second; a touch that fails is said on stderr (the guest's output log,
+    which the host also reads as a sign of life), and the beat goes on."""
     path = root / exchange.HEARTBEAT
     while not stop.wait(HEARTBEAT_SECONDS):
-        path.touch()
+        try:
+            path.touch()
+        except OSError as e:
+            print(f"kpemu agent: heartbeat {path} could not be touched: {e}", file=sys.stderr, flush=True)
 
 
 def handle(root: Path, req: dict[str, Any]) -> dict[str, Any]:

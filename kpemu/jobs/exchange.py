@@ -9,6 +9,7 @@ answers with `results/<id>.json`. The agent also keeps `agent.json` (who it is) 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,6 +17,8 @@ import secrets
 import time
 from pathlib import Path
 from typing import Any
+
+from kpemu.kernel.runowner import token_of
 
 AGENT = "agent.json"
 HEARTBEAT = "heartbeat"
@@ -51,8 +54,21 @@ def submit(root: Path, kind: str, **fields: Any) -> str:
     prepare(root)
     rid = f"{time.time_ns():020d}-{kind}-{secrets.token_hex(3)}"  # sorts in the order submitted
     (root / WORK / rid).mkdir(parents=True, exist_ok=True)
-    write_json(root / REQUESTS / f"{rid}.json", {"id": rid, "kind": kind, **fields})
+    write_json(root / REQUESTS / f"{rid}.json", {"id": rid, "kind": kind, "by": token_of(os.getpid()), **fields})
     return rid
+
+
+def waiting(root: Path) -> list[str]:
+    """The owner tokens (kpemu.kernel.runowner) of the processes whose requests are queued or running
+    and not yet answered."""
+    found = []
+    for sub in (REQUESTS, RUNNING):
+        for path in sorted((root / sub).glob("*.json")) if (root / sub).is_dir() else []:
+            with contextlib.suppress(OSError, ValueError):
+                req = json.loads(path.read_text())
+                if not (root / RESULTS / path.name).exists() and isinstance(req.get("by"), str):
+                    found.append(req["by"])
+    return found
 
 
 def pending(root: Path) -> list[Path]:

@@ -39,8 +39,9 @@ from kpemu.kernel import counters, nfacct
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.drops import DropSession, start_drop_tracing
 from kpemu.kernel.faults import apply_faults, restore_kernel_wide
-from kpemu.kernel.labstate import LabState, state_path
+from kpemu.kernel.labstate import LabState, state_path, taken
 from kpemu.kernel.nfttrace import start_nft_tracing
+from kpemu.kernel.runowner import my_token
 from kpemu.kernel.trace import start_tracing
 from kpemu.pace import scaled
 from kpemu.plan.tracing import FlowMatch
@@ -146,19 +147,34 @@ def _failure(step: dict[str, Any], stderr: str, device_needs: list[dict[str, str
     return f"{' '.join(step['argv'][:2])} failed: {text[-400:]}{hint}"
 
 
-def deploy(job: dict[str, Any], progress: Progress = _quiet) -> LabState:
-    """Record the lab's state file, then run every step; on any failure remove what exists and re-raise."""
+def claim(job: dict[str, Any], command: str = "deploy", out: str = "") -> LabState:
+    """Make the job's lab this process's: its state file, written only if the lab has none (exactly one
+    of two runs of one lab wins) and no namespace of its name exists. EnvironmentProblem, naming the
+    owner and how to wait for it or stop it, when the lab is taken; nothing is changed then."""
     namespaces = [n["name"] for n in job["namespaces"]]
-    existing = set(nsmod.list_netns(job["prefix"]))
-    clashes = [ns for ns in namespaces if ns in existing]
-    if clashes or state_path(job["lab"]).exists():
-        raise EnvironmentProblem(f"lab {job['lab']!r} already exists ({', '.join(clashes) or 'state file present'})",
-                                 f"kpemu destroy {job['lab']}")
     state = LabState(lab=job["lab"], source=job["source"], namespaces=namespaces,
                      members={n["member"]: n["name"] for n in job["namespaces"]},
                      kinds={n["member"]: n["kind"] for n in job["namespaces"]},
-                     containers=sorted(job.get("containers", {})), created_at=time.time())
-    state.save()
+                     containers=sorted(job.get("containers", {})), created_at=time.time(),
+                     owner=my_token(), command=command, out=out)
+    recorded = state.claim()
+    if recorded is not None:
+        raise EnvironmentProblem(*taken(job["lab"], recorded))
+    existing = set(nsmod.list_netns(job["prefix"]))
+    clashes = [ns for ns in namespaces if ns in existing]
+    if clashes:
+        state_path(job["lab"]).unlink(missing_ok=True)
+        raise EnvironmentProblem(f"lab {job['lab']!r}: namespace(s) {', '.join(clashes)} exist with no state file "
+                                 "of this lab", f"kpemu destroy {job['lab']} (it removes only namespaces marked "
+                                 "as this lab's), or --name another lab name")
+    return state
+
+
+def deploy(job: dict[str, Any], progress: Progress = _quiet, state: LabState | None = None) -> LabState:
+    """Claim the lab (unless `state` says this process has), then run every step; on any failure
+    remove what exists and re-raise."""
+    state = state or claim(job)
+    namespaces = state.namespaces
     started = time.perf_counter()
     try:
         for step in job["steps"]:
@@ -361,11 +377,13 @@ def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> floa
     The lab is destroyed on every way out, Ctrl-C and SIGTERM included.
     """
     started = time.perf_counter()
-    # the drop tracer attaches while the lab is deployed; its file is written once the folder is ours
-    drops = start_drop_tracing(scratch_dir(job["lab"]) / "drops.txt") if job["trace"] else None
+    claimed = claim(job, "run", str(out))  # before anything else: a refused run touches nothing of the owner's
+    drops = None
     with _sigterm_as_interrupt():
         try:
-            state = deploy(job, progress)
+            # the drop tracer attaches while the lab is deployed; its scratch files are this run's, as the lab is
+            drops = start_drop_tracing(scratch_dir(job["lab"]) / "drops.txt") if job["trace"] else None
+            state = deploy(job, progress, claimed)
             try:
                 prepare_out(out)  # only once the lab is ours: a refused run leaves the folder alone
                 if drops is not None:
@@ -379,6 +397,7 @@ def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> floa
             if drops is not None:
                 drops.stop()
             shutil.rmtree(scratch_dir(job["lab"]), ignore_errors=True)  # trace and drop files: read, now gone
+            state_path(job["lab"]).unlink(missing_ok=True)  # the claim, when deploy never started
     seconds = time.perf_counter() - started
     col.update(seconds=seconds, trace=job["trace"], kernel=os.uname().release, readback=job["readback"],
                timings=list(TIMINGS))

@@ -42,6 +42,10 @@ from kpemu.kernel.btf import BtfError, drop_offsets
 from kpemu.pace import scaled
 
 READY = "KPEMU-DROPS-READY"
+# bpftrace prints a tick ten times a second; a tick stamped after the traffic ended says it has read
+# every drop until then (a starved bpftrace would otherwise be stopped with events still unread)
+TICK = "KPEMU-DROPS-TICK"
+DRAIN_TIMEOUT = 5.0
 INSTANCE_PREFIX = "kpemu-"  # tracefs instances of the time-window reader: kpemu-<its pid>
 PR_SET_PDEATHSIG = 1
 ATTACH_TIMEOUT = 15.0
@@ -137,6 +141,7 @@ tracepoint:skb:kfree_skb /args->protocol == 0x0800/
   }}
 }}
 BEGIN {{ printf("{READY}\\n"); }}
+interval:ms:100 {{ printf("{TICK} %llu\\n", nsecs); }}
 """
 
 
@@ -196,6 +201,7 @@ class DropSession:
     unavailable: str | None = None
     text: str = ""
     by_time: str | None = None  # the time-window reader runs: why bpftrace could not read the packet
+    ready: bool = False  # its probes are attached
 
     def watch(self, members: dict[str, str]) -> None:
         """The lab's namespaces (member -> netns): only their drops are kept."""
@@ -210,6 +216,7 @@ class DropSession:
         while time.monotonic() < deadline:
             text = self.path.read_text(errors="replace") if self.path.exists() else ""
             if READY in text:
+                self.ready = True
                 return
             if self.proc.poll() is not None:
                 break
@@ -237,9 +244,24 @@ class DropSession:
                                          stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                          preexec_fn=_die_with_parent)
 
+    def drained(self, since_ns: int, timeout: float = DRAIN_TIMEOUT) -> bool:
+        """Wait until bpftrace has printed a tick stamped at `since_ns` (CLOCK_MONOTONIC, as bpftrace's
+        nsecs) or later: what was dropped before then has been read. False when none came in time."""
+        deadline = time.monotonic() + scaled(timeout)
+        while self.proc is not None and self.proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError), self.path.open("rb") as fh:
+                fh.seek(max(0, fh.seek(0, os.SEEK_END) - 4096))
+                ticks = [ln.split() for ln in fh.read().decode(errors="replace").splitlines() if ln.startswith(TICK)]
+                if any(len(t) == 2 and t[1].isdigit() and int(t[1]) >= since_ns for t in ticks):
+                    return True
+            time.sleep(0.02)
+        return False
+
     def stop(self) -> str:
         """Stop bpftrace (its probes detach as it exits) and return the lab's part of what it printed."""
         if self.proc is not None:
+            if self.ready and self.by_time is None and self.proc.poll() is None:
+                self.drained(time.monotonic_ns())
             if self.proc.poll() is None:  # SIGINT: bpftrace prints what its buffers still hold, then exits
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGINT)
@@ -260,6 +282,8 @@ class DropSession:
 
     def _keep(self, line: str) -> bool:
         f = line.split()
+        if f[:1] == [TICK]:
+            return False
         if f[:1] != ["DROP"]:
             return True
         return len(f) > 2 and f[2].isdigit() and int(f[2]) in self.members

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from kpemu import cni as cni_registry
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel.labstate import record_probe, sweep_probes
 from kpemu.kernel.owner import PROBE_OWNER, mark
 from kpemu.proxy.modes import MODES
-from kpemu.statedir import PROBE_DIR
 
 PROXY_MODES = tuple(MODES)
 PROBE_PREFIX = "kp-probe-"
@@ -349,9 +349,8 @@ def probe(kvm: bool = True) -> Capabilities:
         return caps
 
     ns = f"{PROBE_PREFIX}{os.getpid()}-{secrets.token_hex(2)}"
-    record = PROBE_DIR / ns  # recorded before it exists, so `destroy --all` finds it after any kill
-    PROBE_DIR.mkdir(parents=True, exist_ok=True)
-    record.write_text(f"{os.getpid()}\n")
+    sweep_probes(nsmod.delete_netns)  # what a killed probe left
+    record = record_probe(ns)  # recorded before it exists, so `destroy --all` finds it after any kill
     try:
         nsmod.create_netns(ns)
         mark(ns, PROBE_OWNER)

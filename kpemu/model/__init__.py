@@ -27,10 +27,14 @@ def read_topology_source(path: Path) -> object:
     return topology_source(path)
 
 
-def load_topology(path: str | Path) -> Topology:
-    """Read and validate a topology file (or Kubernetes objects: a file or a directory)."""
+def load_topology(path: str | Path, name: str | None = None) -> Topology:
+    """Read and validate a topology file (or Kubernetes objects: a file or a directory); `name` (the
+    CLI's --name) replaces the lab name the file gives, and is validated as that field is."""
     path = Path(path)
-    return topology_from_data(read_topology_source(path), str(path))
+    data = read_topology_source(path)
+    if name is not None and isinstance(data, dict):
+        data = {**data, "name": name}
+    return topology_from_data(data, str(path))
 
 
 __all__ = ["Topology", "load_topology", "read_topology_source", "topology_from_data"]

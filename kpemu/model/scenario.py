@@ -245,15 +245,16 @@ CapturePoints = Callable[[Topology], set[str]]
 
 
 def load_scenario(path: str | Path, proxy_mode: str | None = None,
-                  capture_points: CapturePoints | None = None) -> Scenario:
+                  capture_points: CapturePoints | None = None, lab: str | None = None) -> Scenario:
     """Read and validate a scenario file and its topology; InputError lists every problem.
 
     `proxy_mode` (iptables | ipvs | nftables) overrides the topology's kubeProxy.mode and names the
     lab `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations (written for
     the file's mode) are dropped, the others are kept. With `capture_points`, every hop's `at` must
-    be one of them.
+    be one of them. `lab` (the CLI's --name) replaces the lab name the file gives: two copies of one
+    scenario run at once under two names.
     """
-    return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode, capture_points)
+    return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode, capture_points, lab)
 
 
 def load_file(path: str | Path, capture_points: CapturePoints | None = None) -> Topology | Scenario:
@@ -270,9 +271,11 @@ def load_file(path: str | Path, capture_points: CapturePoints | None = None) -> 
 
 
 def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None,
-                       capture_points: CapturePoints | None = None) -> Scenario:
+                       capture_points: CapturePoints | None = None, lab: str | None = None) -> Scenario:
     """`load_scenario` on the already-read YAML of the scenario file `path`."""
     file = str(path)
+    if lab is not None and isinstance(data, dict):
+        data = {**data, "lab": lab}
     spec = parse_model(ScenarioSpec, data, file)
     if isinstance(spec.topology, str):
         data, topo_file = _topology_file(path, spec.topology)

@@ -62,7 +62,9 @@ def test_lab_already_deployed(earlier_run: Path, capsys: pytest.CaptureFixture[s
     try:
         before = _files(earlier_run)
         assert main(["run", str(SCENARIO), "--runtime", "host", "--out", str(earlier_run)]) == 3
-        assert "lab 'nodeport-iptables' already exists" in capsys.readouterr().err
+        assert " ".join(capsys.readouterr().err.split()) == (
+            "kpemu: lab 'nodeport-iptables' is deployed (kpemu deploy) fix: kpemu destroy nodeport-iptables, or "
+            "build this one under another lab name: --name nodeport-iptables-2")
         assert _files(earlier_run) == before
         assert set(nsmod.list_netns("kp-nodeport-iptables-")) == set(state.namespaces)
     finally:
