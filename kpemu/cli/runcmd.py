@@ -27,9 +27,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json):
         raise InputError("kpemu run: --compare-modes runs both modes itself; it does not combine with "
                          "--proxy-mode, --update-goldens or --json")
-    from kpemu.examples import resolve
+    from kpemu.examples import refuse_writes_inside_package, resolve
 
     args.scenarios = [str(resolve(f)) for f in args.scenarios]  # example:NAME -> the shipped file
+    if args.update_goldens:
+        refuse_writes_inside_package(args.scenarios, "--update-goldens")
     if args.name and (len(args.scenarios) > 1 or args.compare_modes):
         raise InputError("kpemu run: --name names the lab of one scenario run in one mode; give one SCENARIO "
                          "without --compare-modes")

@@ -12,12 +12,17 @@ from kpemu.errors import EnvironmentProblem
 def cmd_setup(args: argparse.Namespace) -> int:
     from kpemu import system
 
-    missing = system.missing_packages()
     if args.check:
-        print(f"missing Debian packages: {' '.join(missing)}" if missing else "every Debian package is installed")
-        if missing:
-            print(f"install them: {system.setup_hint()}")
-        return 3 if missing else 0
+        from kpemu import readiness
+
+        found = readiness.rows(readiness.facts(), system.setup_hint(), system.python_hint("virtme-ng>=1.30,<2"))
+        for row in found:
+            print(row.line())
+        code = readiness.exit_code(found)
+        print("every part kpemu would use here is installed" if code == 0 else
+              "kpemu would use a part that is MISSING here (exit 3)")
+        return code
+    missing = system.missing_packages()
     if missing:
         if os.geteuid() != 0:
             raise EnvironmentProblem(f"installing {' '.join(missing)} needs root", system.setup_hint())
@@ -45,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_command(sub, "setup", "install what kpemu needs from the system: Debian packages and, when this "
                                   "kernel lacks something, a guest kernel (root)",
                     ["sudo kpemu setup", "kpemu setup --check", "sudo kpemu setup --no-vm"])
-    s.add_argument("--check", action="store_true", help="only list what is missing (exit 3 when something is)")
+    s.add_argument("--check", action="store_true", help="only check every runtime kpemu would use: host packages, "
+                   "the guest (virtme-ng, QEMU, a guest kernel), docker (exit 3 when a part it would use is missing)")
     s.add_argument("--vm", action=argparse.BooleanOptionalAction, default=True,
                    help="provide a guest kernel when this kernel lacks what a scenario needs (default on)")
     s.set_defaults(func=cmd_setup)

@@ -55,3 +55,21 @@ def resolve(ref: str | Path) -> Path:
             return ex.path
     names = ", ".join(sorted({e.name for e in examples()}))
     raise InputError(f"{ref}: no example of that name (see kpemu examples; there are: {names})")
+
+
+def inside_package(path: str | Path) -> bool:
+    """Whether `path` (links followed) lies inside the installed kpemu package: in a checkout the
+    examples are links to the repository's own scenarios/ and topologies/, which do not."""
+    package = ROOT.parent
+    return Path(path).resolve().is_relative_to(package)
+
+
+def refuse_writes_inside_package(paths: list[str], what: str) -> None:
+    """InputError (exit 2) when one of `paths` lies inside the installed package, which `what` would
+    rewrite; the fix copies the examples somewhere writable first."""
+    inside = [p for p in paths if inside_package(p)]
+    if inside:
+        first = Path(inside[0])
+        raise InputError(f"{what} would rewrite files inside the installed kpemu package ({first.resolve()}); "
+                         f"copy the examples first: cp -rL {ROOT} ./kpemu-examples, then run "
+                         f"./kpemu-examples/{first.parent.name}/{first.name} with {what}")

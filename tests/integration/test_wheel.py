@@ -52,3 +52,18 @@ def test_wheel_installs_a_working_kpemu_outside_the_checkout(tmp_path: Path) -> 
     ref = scenario.read_text().splitlines()[0].split("$schema=")[1]
     assert (scenario.parent / ref).is_file()
     assert str(ROOT) not in scenario.as_posix()
+    # --update-goldens never rewrites the installed package: it says where to copy the examples first
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    before = sorted((p, p.stat().st_mtime_ns) for p in scenario.parent.rglob("*") if p.is_file())
+    refused = subprocess.run([kpemu, "run", "example:nodeport-iptables", "--update-goldens"], cwd=work, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stderr
+    package = scenario.parent.parent
+    assert " ".join(refused.stderr.split()) == (
+        f"--update-goldens would rewrite files inside the installed kpemu package ({scenario.parent}/"
+        f"nodeport-iptables.yaml); copy the examples first: cp -rL {package} ./kpemu-examples, then run "
+        "./kpemu-examples/scenarios/nodeport-iptables.yaml with --update-goldens")
+    assert sorted((p, p.stat().st_mtime_ns) for p in scenario.parent.rglob("*") if p.is_file()) == before
+    subprocess.run(["cp", "-rL", str(package), str(work / "kpemu-examples")], check=True)
+    copied = _run([kpemu, "validate", "./kpemu-examples/scenarios/nodeport-iptables.yaml"], work).stdout
+    assert copied.splitlines()[-1] == "1 of 1 file(s) valid"
