@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from kpemu.errors import ApplyError, EnvironmentProblem, InputError, KpemuError
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.inspect import describe_netns
-from kpemu.kernel.labstate import PREFIX, LabState, load_state, probe_running
+from kpemu.kernel.labstate import PREFIX, LabState, load_state, sweep_probes
 from kpemu.kernel.owner import lab_owner, owner_of
 from kpemu.kernel.runowner import kill_orphans, my_token, parse_token
-from kpemu.statedir import PROBE_DIR, STATE_DIR, scratch_dir, state_path
+from kpemu.statedir import STATE_DIR, scratch_dir, state_path
 
 if TYPE_CHECKING:  # the guest's agent imports this module: no model (pydantic) at import time
     from kpemu.model.topology import Topology
@@ -182,15 +182,9 @@ def destroy_all() -> Removal:
     for lab in labs():
         if lab not in busy:
             out.add(destroy(lab))
-    live_probes = set()
-    for record in sorted(PROBE_DIR.iterdir()) if PROBE_DIR.is_dir() else []:
-        if probe_running(record):
-            live_probes.add(record.name)
-            out.left[record.name] = "a start-up probe of a running kpemu process"
-            continue
-        if nsmod.delete_netns(record.name):
-            out.namespaces.append(record.name)
-        out.files += _remove_files(record)
+    gone, live_probes = sweep_probes(nsmod.delete_netns)
+    out.namespaces += gone
+    out.left.update(dict.fromkeys(live_probes, "a start-up probe of a running kpemu process"))
     busy_marks = {lab_owner(lab) for lab in busy}
     for ns in nsmod.list_netns(PREFIX):
         if ns in live_probes:

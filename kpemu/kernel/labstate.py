@@ -110,13 +110,15 @@ def probe_running(record: Path) -> bool:
         return False
 
 
-def sweep_probes(delete: Callable[[str], bool]) -> list[str]:
+def sweep_probes(delete: Callable[[str], bool]) -> tuple[list[str], list[str]]:
     """Remove (with `delete`) the probe namespaces whose recording process is gone, and their records;
-    the namespaces removed. A killed probe's namespace goes at the next probe."""
-    gone = []
+    (the namespaces removed, the probes still running). A killed probe's namespace goes at the next probe."""
+    gone, running = [], []
     for record in sorted(PROBE_DIR.iterdir()) if PROBE_DIR.is_dir() else []:
-        if not probe_running(record):
-            if delete(record.name):
-                gone.append(record.name)
-            record.unlink(missing_ok=True)
-    return gone
+        if probe_running(record):
+            running.append(record.name)
+            continue
+        if delete(record.name):
+            gone.append(record.name)
+        record.unlink(missing_ok=True)
+    return gone, running
