@@ -12,6 +12,7 @@ from pathlib import Path
 from kpemu.capture.points import capture_file_stem
 from kpemu.errors import EnvironmentProblem
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel.runowner import dies_with_parent
 from kpemu.pace import scaled
 from kpemu.plan.types import Interface
 from kpemu.traffic.procs import wait_for_lines
@@ -40,9 +41,12 @@ def start_captures(points: list[Interface], pcap_dir: Path) -> list[Capture]:
             pcap = pcap_dir / f"{capture_file_stem(i)}.pcap"
             # -p: a promiscuous cni0 would hand every bridged frame to the node's IP stack too, which
             # then forwards a second copy (br_netfilter + ip_forward): captures must not change traffic.
-            argv = ["tcpdump", "-p", "-i", i.name, "-U", "--immediate-mode", "-nn", "-s", "512",
+            # -Z root: tcpdump would switch to its own user, and a change of user clears the parent-death
+            # signal that makes it die with this run
+            argv = ["tcpdump", "-p", "-Z", "root", "-i", i.name, "-U", "--immediate-mode", "-nn", "-s", "512",
                     "--time-stamp-precision=nano", "-w", str(pcap), *FILTER]
-            proc = nsmod.popen_in(i.ns, argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            proc = nsmod.popen_in(i.ns, dies_with_parent(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True)
             caps.append(Capture(i, pcap, proc))
         late = wait_for_lines({capture_file_stem(c.iface): c.proc for c in caps}, "listening on",
                            scaled(LISTEN_TIMEOUT), "stderr")

@@ -35,6 +35,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,12 +146,18 @@ interval:ms:100 {{ printf("{TICK} %llu\\n", nsecs); }}
 """
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGINT when kpemu dies (unshare and sh exec, so bpftrace keeps the pid and
-    this), so even a killed run leaves no probe attached."""
-    import ctypes
+def _parent_death(sig: int) -> Callable[[], None]:
+    """In the child: get `sig` when kpemu dies (unshare and sh exec, so the reader keeps the pid and this),
+    so even a killed run leaves no probe attached. bpftrace gets SIGKILL (its probes detach as it exits:
+    nobody is left to read what it would still print); the tracefs reader SIGINT, which it traps to
+    stop its `cat` and remove its tracefs instance."""
 
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+    def set_it() -> None:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
+
+    return set_it
 
 
 def netns_inode(netns: str) -> int | None:
@@ -242,7 +249,8 @@ class DropSession:
         with self.path.open("w") as out:
             self.proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
                                          stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=_parent_death(
+                                             signal.SIGINT if script == TRACEFS_WRAPPER else signal.SIGKILL))
 
     def drained(self, since_ns: int, timeout: float = DRAIN_TIMEOUT) -> bool:
         """Wait until bpftrace has printed a tick stamped at `since_ns` (CLOCK_MONOTONIC, as bpftrace's

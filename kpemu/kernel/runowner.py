@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,13 @@ def alive(token: str) -> bool:
     """Whether the process the token names still runs (the same process: same pid and start time)."""
     pid = parse_token(token)
     return pid is not None and token_of(pid) == token
+
+
+def dies_with_parent(argv: list[str]) -> list[str]:
+    """`argv` under util-linux's setpriv, which sets its parent-death signal to SIGKILL and execs it
+    (same pid): the helper dies the moment the kpemu thread that started it does, SIGKILL included.
+    Where setpriv is missing, `argv` as it is (destroy --all still finds it by its token)."""
+    return ["setpriv", "--pdeathsig", "KILL", "--", *argv] if shutil.which("setpriv") else argv
 
 
 def adopt() -> str:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from kpemu.errors import ApplyError
 from kpemu.kernel.netns import popen_in, run_in
+from kpemu.kernel.runowner import dies_with_parent
 from kpemu.pace import scaled
 from kpemu.plan.tracing import FlowMatch, trace_restore_text
 from kpemu.proxy.xtables import RESTORE
@@ -78,7 +79,7 @@ class Monitors:
             fd, name = tempfile.mkstemp(prefix=f"trace-{node}-", suffix=".txt", dir=workdir)
             self.files[node] = Path(name)
             with os.fdopen(fd, "w") as out:
-                self.procs[node] = popen_in(ns, argv, stdout=out, stderr=subprocess.STDOUT)
+                self.procs[node] = popen_in(ns, dies_with_parent(argv), stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + scaled(CONFIRM_TIMEOUT)
         waiting = set(self.procs)
         while waiting and time.monotonic() < deadline:

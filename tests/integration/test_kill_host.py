@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel import runowner
 from kpemu.kernel.owner import owner_of
 from kpemu.statedir import STATE_DIR, scratch_dir, state_path
 from tests.conftest import ROOT, SCENARIOS, needs_root
@@ -79,6 +80,15 @@ def _alive(proc: tuple[int, str]) -> bool:
     return bool(f) and f[19] == proc[1] and f[0] != "Z"
 
 
+DIE_WITH_RUN = ("tcpdump", "xtables-monitor", "bpftrace", "nft")
+
+
+def _helpers_of(pid: int) -> list[str]:
+    """The capture, trace and drop-tracing processes started by kpemu process `pid` still running."""
+    return [h.command for h in runowner.helpers()
+            if runowner.parse_token(h.owner) == pid and h.command.split(" ", 1)[0].rsplit("/", 1)[-1] in DIE_WITH_RUN]
+
+
 def _loose_trace_files() -> set[str]:
     return {str(p) for p in Path("/tmp").glob("kpemu-trace-*")}
 
@@ -118,6 +128,11 @@ def test_kill_then_destroy_all_leaves_nothing(moment: tuple[str, Callable[[], Ca
     finally:
         run.kill()
         run.wait()
+    # its captures, trace monitors and drop tracer die with it (parent-death signal), before any destroy
+    deadline = time.monotonic() + 5
+    while (left := _helpers_of(run.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"still running after the run was killed: {left}"
     destroy = _kpemu("destroy", "--all")
     _, err = destroy.communicate(timeout=120)
     assert destroy.returncode == 0, err
