@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kpemu import examples
 from kpemu.readiness import Facts, exit_code, rows
 
 ALL = Facts((), True, "needed: this kernel lacks ip_vs", True, True, True, "6.1.0-57-amd64 (cache)", None)
@@ -52,3 +53,10 @@ def test_missing_packages_and_docker_fail_the_check() -> None:
     assert lines[5] == "MISSING docker  docker engine (container members): dockerd is not installed\n" \
                        "          fix: make setup"
     assert exit_code(rows(f, "", "")) == 3
+
+
+def test_a_checkout_s_examples_lie_outside_the_package() -> None:
+    """In a checkout the examples link to the repository's scenarios/, which --update-goldens may rewrite;
+    a wheel's lie inside the package (refused: tests/integration/test_wheel.py)."""
+    assert not examples.inside_package(examples.resolve("example:nodeport-iptables"))
+    assert examples.inside_package(examples.ROOT / "__init__.py")
