@@ -175,6 +175,8 @@ def deploy(job: dict[str, Any], progress: Progress = _quiet, state: LabState | N
     remove what exists and re-raise."""
     state = state or claim(job)
     namespaces = state.namespaces
+    nsmod.raise_nofile(nsmod.descriptors_needed(
+        sum(len(s["tcp"]) + len(s["udp"]) for s in job.get("servers", [])), len(job.get("captures", []))))
     started = time.perf_counter()
     try:
         for step in job["steps"]:

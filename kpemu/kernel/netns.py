@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -29,6 +30,30 @@ RUN_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
 MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
+BASE_FDS = 256  # descriptors kpemu holds besides a lab's own (Python, pipes, state files, tracers)
+CAPTURE_FDS = 4  # a tcpdump capture: its pipes and its pcap file
+
+
+def descriptors_needed(sockets: int, captures: int) -> int:
+    """Descriptors a run holds at once: one per pod server socket, `CAPTURE_FDS` per capture point and
+    `BASE_FDS`. Everything else is bounded: a namespace is entered with two descriptors, closed on leaving."""
+    return BASE_FDS + sockets + CAPTURE_FDS * captures
+
+
+def raise_nofile(needed: int) -> int:
+    """Raise this process's RLIMIT_NOFILE soft limit to at least `needed` (and the hard one too when
+    privileged and needed, up to fs.nr_open); the soft limit now. It is never lowered."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        with contextlib.suppress(OSError, ValueError):  # not privileged: stay at the hard limit
+            nr_open = int(Path("/proc/sys/fs/nr_open").read_text())
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, nr_open), min(needed, nr_open)))
+            return min(needed, nr_open)
+        needed = hard
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    return needed
 
 
 def list_netns(prefix: str = "") -> list[str]:
