@@ -28,15 +28,30 @@ def _ip(s: str) -> ipaddress.IPv4Address:
     return ipaddress.IPv4Address(s)
 
 
+LabelIndex = dict[tuple[str, str, str], list[Pod]]  # (namespace, label, value) -> pods, in topology order
+_index: tuple[list[Pod], LabelIndex] | None = None  # the last topology's (its pods list is the key)
+
+
+def _label_index(topo: Topology) -> LabelIndex:
+    global _index
+    if _index is None or _index[0] is not topo.pods:
+        index: LabelIndex = {}
+        for p in topo.pods:
+            for k, v in p.labels.items():
+                index.setdefault((p.namespace, k, v), []).append(p)
+        _index = (topo.pods, index)
+    return _index[1]
+
+
 def selected_pods(topo: Topology, svc: Service) -> list[Pod]:
-    """Pods in the service's namespace whose labels include every selector label."""
+    """Pods in the service's namespace whose labels include every selector label, in topology order.
+    Looked up in an index of the topology's labels: kube-proxy's rules of every node ask for every
+    service, so a scan of every pod each time would make a lab's cost nodes x services x pods."""
     if not svc.selector:
         return []
-    return [
-        p
-        for p in topo.pods
-        if p.namespace == svc.namespace and all(p.labels.get(k) == v for k, v in svc.selector.items())
-    ]
+    index = _label_index(topo)
+    candidates = min((index.get((svc.namespace, k, v), []) for k, v in svc.selector.items()), key=len)
+    return [p for p in candidates if all(p.labels.get(k) == v for k, v in svc.selector.items())]
 
 
 def lab_need(topo: Topology) -> Need:
