@@ -142,7 +142,7 @@ def bench_scale() -> list[dict[str, object]]:
     """Deploy and destroy at 2, 20 and 48 nodes (medians), the floor of each, and what is left after."""
     out: list[dict[str, object]] = []
     for nodes, runs in SCALES:
-        topo = large_topology(nodes, PODS_PER_NODE, SERVICES, name=f"benchscale{nodes}")
+        topo = large_topology(nodes, PODS_PER_NODE, SERVICES, name=f"scalebench{nodes}")
         size = f"fabric.scale.{nodes}x{nodes * PODS_PER_NODE}"
         namespaces = len(plan_fabric(topo).namespaces)
         fds = _open_fds()
