@@ -30,14 +30,6 @@ RUN_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
 MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
-BASE_FDS = 256  # descriptors kpemu holds besides a lab's own (Python, pipes, state files, tracers)
-CAPTURE_FDS = 4  # a tcpdump capture: its pipes and its pcap file
-
-
-def descriptors_needed(sockets: int, captures: int) -> int:
-    """Descriptors a run holds at once: one per pod server socket, `CAPTURE_FDS` per capture point and
-    `BASE_FDS`. Everything else is bounded: a namespace is entered with two descriptors, closed on leaving."""
-    return BASE_FDS + sockets + CAPTURE_FDS * captures
 
 
 def raise_nofile(needed: int) -> int:

@@ -19,7 +19,7 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-from kpemu.kernel.netns import BASE_FDS, CAPTURE_FDS, descriptors_needed
+from kpemu.sizing import BASE_FDS, CAPTURE_FDS, descriptors_needed
 
 NETNS_BYTES = 400 * 1024  # kernel memory per lab namespace (measured about 300 KB; with margin)
 MEMORY_SHARE = 0.5  # of MemAvailable a lab may take: the rest is the machine's and kpemu's own

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from kpemu.cli import main
-from kpemu.kernel.netns import descriptors_needed, raise_nofile
+from kpemu.kernel.netns import raise_nofile
 from kpemu.model import limits, validate
 from kpemu.model.limits import Machine, Need, limit_problems
+from kpemu.sizing import descriptors_needed
 from scripts.benches.fabric import large_topology
 
 GB = 1 << 30
