@@ -139,7 +139,8 @@ def _open_fds() -> int:
 
 
 def bench_scale() -> list[dict[str, object]]:
-    """Deploy and destroy at 2, 20 and 48 nodes (medians), the floor of each, and what is left after."""
+    """Deploy and destroy at 2, 20 and 48 nodes (medians), the floor of each, the fabric alone (kube-proxy's
+    rules grow as nodes x endpoints: every node holds every endpoint), and what is left after."""
     out: list[dict[str, object]] = []
     for nodes, runs in SCALES:
         topo = large_topology(nodes, PODS_PER_NODE, SERVICES, name=f"scalebench{nodes}")
@@ -148,6 +149,7 @@ def bench_scale() -> list[dict[str, object]]:
         fds = _open_fds()
         up, down = deploy_destroy_medians(topo, runs)
         f_up, f_down = _time_floor(topo, runs)
+        fabric_up, _ = _time_fabric_only(topo, runs)  # the same lab without kube-proxy's rules
         left = [n for n in os.listdir("/run/netns") if n.startswith(f"kp-{topo.name}-")]
         out += [
             {"name": f"{size}.namespaces", "value": namespaces, "unit": "namespaces"},
@@ -157,6 +159,8 @@ def bench_scale() -> list[dict[str, object]]:
             {"name": f"{size}.floor_destroy", "value": f_down, "unit": "s"},
             {"name": f"{size}.deploy_per_namespace", "value": 1000 * up / namespaces, "unit": "ms"},
             {"name": f"{size}.floor_deploy_per_namespace", "value": 1000 * f_up / namespaces, "unit": "ms"},
+            {"name": f"{size}.fabric_only_deploy", "value": fabric_up, "unit": "s"},
+            {"name": f"{size}.fabric_only_deploy_per_namespace", "value": 1000 * fabric_up / namespaces, "unit": "ms"},
             {"name": f"{size}.deploy_vs_floor", "value": up / f_up, "unit": "x"},
             {"name": f"{size}.descriptors_left_open", "value": _open_fds() - fds, "unit": "fds"},
             {"name": f"{size}.namespaces_left", "value": len(left), "unit": "namespaces"},
