@@ -46,6 +46,7 @@ from kpemu.kernel.trace import start_tracing
 from kpemu.pace import scaled
 from kpemu.plan.tracing import FlowMatch
 from kpemu.plan.types import Interface
+from kpemu.sizing import descriptors_needed
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.client import connections
 from kpemu.traffic.server import PodServers, serve_pods
@@ -175,6 +176,8 @@ def deploy(job: dict[str, Any], progress: Progress = _quiet, state: LabState | N
     remove what exists and re-raise."""
     state = state or claim(job)
     namespaces = state.namespaces
+    nsmod.raise_nofile(descriptors_needed(
+        sum(len(s["tcp"]) + len(s["udp"]) for s in job.get("servers", [])), len(job.get("captures", []))))
     started = time.perf_counter()
     try:
         for step in job["steps"]:

@@ -35,13 +35,15 @@ def owned_lines(save_text: str, chains: dict[str, set[str]]) -> dict[str, list[s
             if name in mine:
                 out.setdefault(table, []).append(f":{name} - [0:0]")
         elif line.startswith("-A "):
-            toks = split_line(line)
-            chain = toks[1]
-            target = toks[toks.index("-j") + 1] if "-j" in toks else None
-            builtin = chain in BUILTIN_CHAINS.get(table, ())
-            if chain in mine or (builtin and target in mine):
+            chain = line.split(maxsplit=2)[1]  # a chain name has no quotes: only a rule's target needs tokens
+            if chain in mine or (chain in BUILTIN_CHAINS.get(table, ()) and _target(line) in mine):
                 out.setdefault(table, []).append(line.rstrip())
     return out
+
+
+def _target(line: str) -> str | None:
+    toks = split_line(line)
+    return toks[toks.index("-j") + 1] if "-j" in toks[:-1] else None
 
 
 @functools.cache

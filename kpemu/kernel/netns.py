@@ -15,7 +15,10 @@ import contextlib
 import ctypes
 import errno
 import os
+import resource
 import signal
+import socket
+import struct
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -29,6 +32,22 @@ RUN_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
 MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def raise_nofile(needed: int) -> int:
+    """Raise this process's RLIMIT_NOFILE soft limit to at least `needed` (and the hard one too when
+    privileged and needed, up to fs.nr_open); the soft limit now. It is never lowered."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        with contextlib.suppress(OSError, ValueError):  # not privileged: stay at the hard limit
+            nr_open = int(Path("/proc/sys/fs/nr_open").read_text())
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, nr_open), min(needed, nr_open)))
+            return min(needed, nr_open)
+        needed = hard
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    return needed
 
 
 def list_netns(prefix: str = "") -> list[str]:
@@ -174,6 +193,35 @@ def outputs_in(commands: Sequence[tuple[str, Sequence[str]]], timeout: float = 1
             continue
         out.append(stdout if p.returncode == 0 else f"# {' '.join(argv)} exited {p.returncode}: {stderr.strip()}\n")
     return out
+
+
+RTM_GETLINK, RTM_NEWLINK, NLMSG_ERROR, NLM_F_REQUEST, IFLA_IFALIAS = 18, 16, 2, 1, 20
+LOOPBACK_INDEX = 1  # `lo` is ifindex 1 in every namespace
+
+
+def loopback_alias(name: str) -> str:
+    """The alias (IFLA_IFALIAS) of `lo` in namespace `name`, "" when it has none, asked over one netlink
+    socket opened inside it and closed at once (as `ip -n NAME link show lo`, without starting a process:
+    removing a lab asks it of every namespace). OSError when the namespace or the answer is not there."""
+    with inside(name):
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    with sock:
+        sock.settimeout(5.0)
+        body = struct.pack("=BxHiII", socket.AF_UNSPEC, 0, LOOPBACK_INDEX, 0, 0)
+        sock.send(struct.pack("=IHHII", 16 + len(body), RTM_GETLINK, NLM_F_REQUEST, 1, 0) + body)
+        data = sock.recv(1 << 16)
+    length, kind = struct.unpack_from("=IH", data)
+    if kind != RTM_NEWLINK or length > len(data):
+        raise OSError(errno.EIO, f"no answer about lo in {name}")
+    at = 32  # nlmsghdr + ifinfomsg
+    while at + 4 <= length:
+        size, attr = struct.unpack_from("=HH", data, at)
+        if size < 4:
+            break
+        if attr == IFLA_IFALIAS:
+            return data[at + 4:at + size].split(b"\0", 1)[0].decode(errors="replace")
+        at += (size + 3) & ~3
+    return ""
 
 
 def popen_in(name: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:

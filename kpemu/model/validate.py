@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 
 from kpemu import cni as cni_registry
 from kpemu.errors import Problem
+from kpemu.model.limits import Machine, Need, descriptors_needed, limit_problems
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.names import NETNS_NAME_MAX, netns_name
 from kpemu.model.topology import (
@@ -27,41 +28,47 @@ def _ip(s: str) -> ipaddress.IPv4Address:
     return ipaddress.IPv4Address(s)
 
 
+LabelIndex = dict[tuple[str, str, str], list[Pod]]  # (namespace, label, value) -> pods, in topology order
+_index: tuple[list[Pod], LabelIndex] | None = None  # the last topology's (its pods list is the key)
+
+
+def _label_index(topo: Topology) -> LabelIndex:
+    global _index
+    if _index is None or _index[0] is not topo.pods:
+        index: LabelIndex = {}
+        for p in topo.pods:
+            for k, v in p.labels.items():
+                index.setdefault((p.namespace, k, v), []).append(p)
+        _index = (topo.pods, index)
+    return _index[1]
+
+
 def selected_pods(topo: Topology, svc: Service) -> list[Pod]:
-    """Pods in the service's namespace whose labels include every selector label."""
+    """Pods in the service's namespace whose labels include every selector label, in topology order.
+    Looked up in an index of the topology's labels: kube-proxy's rules of every node ask for every
+    service, so a scan of every pod each time would make a lab's cost nodes x services x pods."""
     if not svc.selector:
         return []
-    return [
-        p
-        for p in topo.pods
-        if p.namespace == svc.namespace and all(p.labels.get(k) == v for k, v in svc.selector.items())
-    ]
+    index = _label_index(topo)
+    candidates = min((index.get((svc.namespace, k, v), []) for k, v in svc.selector.items()), key=len)
+    return [p for p in candidates if all(p.labels.get(k) == v for k, v in svc.selector.items())]
 
 
-# The largest lab kpemu builds. Nodes, pods and externals are each a network namespace with its own
-# processes (servers, tcpdump) and netlink sockets, created and removed one at a time: thousands of
-# them exhaust file descriptors and take minutes to build and to remove on a 2-core machine.
-# Services become kube-proxy chains on every node, restored and read back on every run.
-NAMESPACE_WHY = ("each one is a network namespace with its own processes and sockets, built and removed one at a "
-                 "time; a larger lab exhausts file descriptors and takes minutes to build and remove")
-LAB_LIMITS: dict[str, tuple[int, str]] = {
-    "nodes": (16, NAMESPACE_WHY),
-    "pods": (128, NAMESPACE_WHY),
-    "externals": (16, NAMESPACE_WHY),
-    "services": (256, "each one becomes kube-proxy chains on every node, programmed and read back on every run"),
-    "routes": (64, "each one is a route in the underlay router"),
-}
+def lab_need(topo: Topology) -> Need:
+    """What building and running `topo` costs in namespaces and descriptors (kpemu.model.limits)."""
+    namespaces = 1 + len(topo.nodes) + len(topo.pods) + len(topo.externals)  # 1: the underlay router
+    sockets = sum(len(p.ports) for p in topo.pods)
+    return Need(namespaces, descriptors_needed(sockets, captures=2 * namespaces))
 
 
-def check_limits(topo: Topology, file: str) -> list[Problem]:
-    """Lab sizes beyond what kpemu builds on this machine (`LAB_LIMITS`), each with its limit and why."""
-    problems = []
-    for name, (limit, why) in LAB_LIMITS.items():
-        count = len(getattr(topo, name))
-        if count > limit:
-            problems.append(Problem(file, name, f"{count} {name} is more than kpemu builds (at most {limit}): {why}; "
-                                                "split the lab into smaller ones"))
-    return problems
+def check_limits(topo: Topology, file: str, machine: Machine | None = None) -> list[Problem]:
+    """Why this machine (`Machine.here()` unless given) cannot build the lab, one Problem per resource
+    it exceeds, on the field with the most members; empty when it can."""
+    kinds = {"nodes": len(topo.nodes), "pods": len(topo.pods), "externals": len(topo.externals)}
+    path = max(kinds, key=kinds.__getitem__)
+    counts = ", ".join(f"{n:,} {k}" for k, n in kinds.items())
+    return [Problem(file, path, f"{counts} are too large a lab for this machine: {why}")
+            for why in limit_problems(lab_need(topo), machine or Machine.here())]
 
 
 def check_topology(topo: Topology, file: str) -> list[Problem]:

@@ -16,6 +16,7 @@ per table.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 
@@ -148,7 +149,13 @@ def canonical_args(args: tuple[str, ...] | list[str]) -> list[str]:
 
 def canonical_line(rule: Rule) -> str:
     """`-A CHAIN ...` exactly as iptables-save prints it."""
-    return " ".join(["-A", rule.chain, *canonical_args(rule.args)])
+    return _canonical_line(rule.chain, tuple(rule.args))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _canonical_line(chain: str, args: tuple[str, ...]) -> str:
+    # remembered: most of a lab's rules are the same on every node (a 48-node lab: 218,000 lines, 4,500 distinct)
+    return " ".join(["-A", chain, *canonical_args(args)])
 
 
 def save_text(rs: RuleSet, backend: str = "legacy", tables: tuple[str, ...] = ("nat", "filter", "mangle")) -> str:
