@@ -27,7 +27,7 @@ from kpemu.proxy.state import IpvsModel, NodeProxyState
 
 LOCALHOST = ipaddress.IPv4Network("127.0.0.0/8")
 _TERMINAL = {"ACCEPT", "DROP", "REJECT", "DNAT", "SNAT", "MASQUERADE", "REDIRECT"}
-_MAX_DEPTH = 32
+MAX_DEPTH = 32  # nested jumps the walker follows (the kernel's own check is for loops: ELOOP)
 
 
 @dataclass(frozen=True)
@@ -280,7 +280,7 @@ class _Walker:
     def chain(self, table: str, chain: str, st: _State, prob: float,
               depth: int = 0) -> list[tuple[float, _State, str]]:
         """Walk one chain: [(probability, state, verdict)], verdict RETURN when it falls through."""
-        if depth > _MAX_DEPTH:
+        if depth > MAX_DEPTH:
             raise ValueError(f"rule loop in {table}/{chain}")
         rules = self.rs.rules(table, chain)
         return self._from(table, chain, rules, 0, st, prob, depth)

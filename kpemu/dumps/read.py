@@ -7,15 +7,19 @@ The rules are parsed by the same code that reads kpemu's own generated rules
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from kpemu.dumps import values
+from kpemu.dumps.iptcheck import TARGETS, chain_name, check_values, loop_or_depth
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.ipvs.ipvsadm_text import VirtualServer, parse_ipvsadm_save
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet, parse_args, split_line
 from kpemu.proxy.save import ruleset_from_restore
 
 _TABLES = (*BUILTIN_CHAINS, "security")
+_COUNTERS = re.compile(r"\[\d{1,20}:\d{1,20}\]")
 
 
 @dataclass(frozen=True)
@@ -26,24 +30,47 @@ class IpsetDump:
 
 
 def read_text(path: str) -> str:
-    """A dump file's text (`-` is standard input); InputError when it cannot be read."""
+    """A dump file's text (`-` is standard input); InputError when it cannot be read or is not UTF-8
+    (naming the line and column of the first byte that is not)."""
     try:
-        return Path("/dev/stdin" if path == "-" else path).read_text()
+        data = Path("/dev/stdin" if path == "-" else path).read_bytes()
     except OSError as e:
         raise InputError([Problem(path, "", f"cannot read the dump: {e.strerror}")]) from None
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise _bad(path, line, f"column {col}: byte {data[e.start]:#04x} is not UTF-8; the tools print text: "
+                               "save their output again, unedited") from None
 
 
 def _bad(path: str, lineno: int, msg: str) -> InputError:
     return InputError([Problem(path, f"line {lineno}", msg)])
 
 
+@dataclass
+class _Table:
+    """A table being read: its declared chains and the jumps between them (chain -> [(target, line)])."""
+
+    name: str
+    line: int
+    chains: set[str] = field(default_factory=set)
+    jumps: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    excerpt: bool | None = None  # rules without any :CHAIN line (quoted from a note): chains are implied
+    pending: list[tuple[str, int]] = field(default_factory=list)  # an excerpt's targets, resolved at COMMIT
+
+
 def parse_iptables_save(text: str, path: str) -> RuleSet:
-    """The rule set of an `iptables-save` dump, checked line by line.
+    """The rule set of an `iptables-save` dump, checked line by line as `iptables-restore` checks it:
+    every value, every chain declared (`:CHAIN`) before a rule is appended to it or jumps to it, no
+    jump loop. A table without any `:CHAIN` line is an excerpt (rules quoted from a note, its empty
+    chains left out): its chains are the ones its rules are in or jump to.
 
     As in seed 001's note, a `*table` may follow the previous one without its COMMIT, but the last
     table must end with COMMIT (iptables-save always prints it): without it the dump is truncated.
     """
-    open_table: tuple[str, int] | None = None
+    table: _Table | None = None
     seen_table = False
     lines = text.splitlines()
     for n, raw in enumerate(lines, 1):
@@ -53,39 +80,93 @@ def parse_iptables_save(text: str, path: str) -> RuleSet:
         if line.startswith("*"):
             name = line[1:]
             if name not in _TABLES:
-                raise _bad(path, n, f"unknown table {line!r}; expected one of *{', *'.join(_TABLES)}")
-            open_table, seen_table = (name, n), True
+                raise _bad(path, n, f"unknown table {line[:40]!r}; expected one of *{', *'.join(_TABLES)}")
+            _commit(table, path)
+            table, seen_table = _Table(name, n, set(BUILTIN_CHAINS.get(name, ()))), True
         elif line == "COMMIT":
-            if open_table is None:
+            if table is None:
                 raise _bad(path, n, "COMMIT without a table (*nat, *filter, ...) before it")
-            open_table = None
-        elif open_table is None:
+            _commit(table, path)
+            table = None
+        elif table is None:
             hint = " (a table's lines after its COMMIT)" if seen_table else ""
             raise _bad(path, n, f"line outside a table{hint}; an iptables-save dump starts each table with *name")
         elif line.startswith(":"):
-            if len(line.split()) < 2:
-                raise _bad(path, n, f"chain line {line!r} is cut short; expected ':CHAIN POLICY [packets:bytes]'")
+            _declare(table, line, path, n)
         elif line.startswith(("-A ", "-I ")):
-            _check_rule(line, path, n)
+            _check_rule(table, line, path, n)
         else:
             raise _bad(path, n, f"not an iptables-save line: {line[:60]!r}; expected *table, :CHAIN, -A or COMMIT")
-    if open_table is not None:
+    if table is not None:
         last = len(lines)
-        raise _bad(path, last, f"the dump is truncated: table *{open_table[0]} (line {open_table[1]}) has no "
+        raise _bad(path, last, f"the dump is truncated: table *{table.name} (line {table.line}) has no "
                                "COMMIT; save the whole output of iptables-save")
     if not seen_table:
         raise InputError([Problem(path, "", "no table in the dump; expected the output of iptables-save")])
     return ruleset_from_restore(text)
 
 
-def _check_rule(line: str, path: str, n: int) -> None:
+def _commit(table: _Table | None, path: str) -> None:
+    """What the kernel checks when a table is committed: no jump loop (nor a nesting kpemu cannot walk)."""
+    if table is None:
+        return
+    for target, n in table.pending:  # an excerpt leaves out its empty chains: a target only needs a chain's name
+        try:
+            chain_name(target)
+        except ValueError as e:
+            raise _bad(path, n, f"-j {target[:40]}: no such target, and not a chain: {e}") from None
+    wrong = loop_or_depth(table.jumps)
+    if wrong:
+        raise _bad(path, wrong[1], f"table *{table.name}: {wrong[0]}")
+
+
+def _declare(table: _Table, line: str, path: str, n: int) -> None:
+    parts = line[1:].split()
+    if len(parts) < 2:
+        raise _bad(path, n, f"chain line {line[:60]!r} is cut short; expected ':CHAIN POLICY [packets:bytes]'")
+    name, policy = parts[0], parts[1]
+    if table.excerpt:
+        raise _bad(path, n, f"chain {name[:40]} is declared after the table's rules; iptables-save declares every "
+                            "chain first")
+    table.excerpt = False
+    builtin = name in BUILTIN_CHAINS.get(table.name, ())
+    try:
+        if not builtin:
+            chain_name(name)
+    except ValueError as e:
+        raise _bad(path, n, str(e)) from None
+    if policy not in (("ACCEPT", "DROP") if builtin else ("-",)):
+        want = "ACCEPT or DROP (a built-in chain)" if builtin else "- (a user chain has no policy)"
+        raise _bad(path, n, f"chain {name}: policy {policy[:20]!r}; expected {want}")
+    if len(parts) > 3 or (len(parts) == 3 and not _COUNTERS.fullmatch(parts[2])):
+        raise _bad(path, n, f"chain {name}: expected the counters as [packets:bytes], got {' '.join(parts[2:])[:40]!r}")
+    if name in table.chains and not builtin:
+        raise _bad(path, n, f"chain {name} is declared twice in table *{table.name}")
+    table.chains.add(name)
+
+
+def _check_rule(table: _Table, line: str, path: str, n: int) -> None:
     try:
         toks = split_line(line)
     except ValueError as e:
         raise _bad(path, n, f"rule is cut short ({e}): {line[:60]!r}") from None
     if len(toks) < 3:
-        raise _bad(path, n, f"rule is cut short: {line!r}")
-    args = toks[2:] if toks[0] == "-A" else toks[2 + (toks[2].isdigit() if len(toks) > 2 else 0):]
+        raise _bad(path, n, f"rule is cut short: {line[:60]!r}")
+    chain = toks[1]
+    if table.excerpt is None:
+        table.excerpt = True
+    if table.excerpt:
+        table.chains.add(chain)
+    elif chain not in table.chains:
+        raise _bad(path, n, f"-A {chain[:40]}: no chain {chain[:40]} declared in table *{table.name} before it "
+                            "(iptables-restore refuses the rule; the dump is cut short or edited)")
+    args = toks[2:]
+    if toks[0] == "-I" and args[0].isdigit():
+        try:
+            values.integer(args[0], 1, 0xFFFFFFFF, "a rule position")
+        except ValueError as e:
+            raise _bad(path, n, f"-I {chain}: {e}") from None
+        args = args[1:]
     try:
         p = parse_args(args)
     except IndexError:
@@ -96,6 +177,25 @@ def _check_rule(line: str, path: str, n: int) -> None:
         for o in m.options:
             if o.name in ("--dport", "--sport", "--probability", "--mark") and not o.values:
                 raise _bad(path, n, f"{o.name} without a value: the rule is cut short")
+    try:
+        check_values(p)
+    except ValueError as e:
+        raise _bad(path, n, f"{chain}: {e}") from None
+    if table.excerpt and p.target is not None and p.target not in TARGETS:
+        table.pending.append((p.target, n))
+        table.jumps.setdefault(chain, []).append((p.target, n))
+    else:
+        _target(table, chain, p.target, path, n)
+
+
+def _target(table: _Table, chain: str, target: str | None, path: str, n: int) -> None:
+    """A rule's target is an extension iptables loads or a user chain declared before it."""
+    if target is None or target in TARGETS and target not in table.chains:
+        return
+    if target not in table.chains or target in BUILTIN_CHAINS.get(table.name, ()):
+        raise _bad(path, n, f"-j {target[:40]}: no chain {target[:40]} declared in table *{table.name} and no such "
+                            "target (iptables-restore refuses the rule; the dump is cut short or edited)")
+    table.jumps.setdefault(chain, []).append((target, n))
 
 
 def parse_ipvsadm(text: str, path: str) -> list[VirtualServer]:
