@@ -190,7 +190,7 @@ def _check_rule(table: _Table, line: str, path: str, n: int) -> None:
 
 def _target(table: _Table, chain: str, target: str | None, path: str, n: int) -> None:
     """A rule's target is an extension iptables loads or a user chain declared before it."""
-    if target is None or target in TARGETS and target not in table.chains:
+    if target is None or (target in TARGETS and target not in table.chains):
         return
     if target not in table.chains or target in BUILTIN_CHAINS.get(table.name, ()):
         raise _bad(path, n, f"-j {target[:40]}: no chain {target[:40]} declared in table *{table.name} and no such "
@@ -198,9 +198,49 @@ def _target(table: _Table, chain: str, target: str | None, path: str, n: int) ->
     table.jumps.setdefault(chain, []).append((target, n))
 
 
+_SCHEDULERS = ("rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos")
+_VS_OPTIONS = {"-s": lambda v: _one_of(v, _SCHEDULERS, "a scheduler"), "-p": lambda v: values.integer(v, 0, 0xFFFFFFFF),
+               "-M": values.ipv4, "-b": lambda v: v, "--pe": lambda v: v}
+_RS_OPTIONS = {"-r": values.host_port, "-w": lambda v: values.integer(v, 0, 0x7FFFFFFF, "a weight"),
+               "-x": lambda v: values.integer(v, 0, 0xFFFFFFFF), "-y": lambda v: values.integer(v, 0, 0xFFFFFFFF)}
+_RS_FLAGS = ("-m", "-g", "-i")
+
+
+def _one_of(v: str, allowed: tuple[str, ...], what: str) -> str:
+    if v not in allowed:
+        raise ValueError(f"{v[:40]!r} is not {what} ({', '.join(allowed)})")
+    return v
+
+
+def _ipvs_options(toks: list[str], known: dict, flags: tuple[str, ...]) -> dict[str, str]:
+    """`-x VALUE` pairs (and value-less `flags`) of an ipvsadm line, each value checked."""
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(toks):
+        name = toks[i]
+        if name in flags:
+            opts[name] = ""
+            i += 1
+            continue
+        if name not in known:
+            raise ValueError(f"option {name[:40]!r}: ipvsadm -Sn prints {', '.join([*known, *flags])} here")
+        if i + 1 >= len(toks):
+            raise ValueError(f"{name} without its value: the line is cut short")
+        if name in opts:
+            raise ValueError(f"{name} given twice")
+        try:
+            known[name](toks[i + 1])
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
+        opts[name] = toks[i + 1]
+        i += 2
+    return opts
+
+
 def parse_ipvsadm(text: str, path: str) -> list[VirtualServer]:
-    """Virtual servers of an `ipvsadm -Sn` dump; a line that is not -A/-a is an error."""
-    known: set[str] = set()
+    """Virtual servers of an `ipvsadm -Sn` dump, each value checked as ipvsadm checks it; a line
+    that is not -A/-a, a service given twice or a real server before its service is an error."""
+    known: dict[str, set[str]] = {}
     for n, raw in enumerate(text.splitlines(), 1):
         tok = raw.split()
         if not tok:
@@ -209,30 +249,79 @@ def parse_ipvsadm(text: str, path: str) -> list[VirtualServer]:
             raise _bad(path, n, f"not an ipvsadm -Sn line: {raw[:60]!r}; expected '-A -t ADDR:PORT -s SCHED' "
                                 "or '-a -t ADDR:PORT -r ADDR:PORT -m -w W'")
         name = f"{tok[1]} {tok[2]}"
+        try:
+            values.host_port(tok[2])
+            opts = _ipvs_options(tok[3:], *((_VS_OPTIONS, ()) if tok[0] == "-A" else (_RS_OPTIONS, _RS_FLAGS)))
+        except ValueError as e:
+            raise _bad(path, n, f"{tok[0]} {name[:60]}: {e} (kpemu models IPv4)") from None
         if tok[0] == "-A":
-            if "-s" not in tok[3:-1]:
+            if "-s" not in opts:
                 raise _bad(path, n, "virtual server without '-s SCHEDULER': the line is cut short")
-            known.add(name)
+            if name in known:
+                raise _bad(path, n, f"virtual server {name} given twice (ipvsadm: service already exists)")
+            known[name] = set()
         else:
             if name not in known:
                 raise _bad(path, n, f"real server of {tok[2]} before its virtual server (-A line)")
-            if "-r" not in tok[3:-1] or "-w" not in tok[3:-1]:
+            if "-r" not in opts or "-w" not in opts:
                 raise _bad(path, n, "real server without '-r ADDR:PORT' and '-w WEIGHT': the line is cut short")
+            if opts["-r"] in known[name]:
+                raise _bad(path, n, f"real server {opts['-r']} of {name} given twice (ipvsadm: destination "
+                                    "already exists)")
+            known[name].add(opts["-r"])
     return parse_ipvsadm_save(text)
 
 
+_SET_TYPES = ("hash:ip", "hash:ip,port", "hash:ip,port,ip", "hash:ip,port,net", "hash:net", "hash:net,port",
+              "hash:net,iface", "hash:ip,mark", "hash:net,net", "hash:net,port,net", "bitmap:port", "bitmap:ip",
+              "hash:mac", "list:set")
+_MEMBER_PART = {"ip": values.ipv4, "net": values.ipv4_net,
+                "port": lambda v: values.port(v.partition(":")[2] if ":" in v else v),
+                "mark": values.mark}
+
+
+def _check_member(set_type: str, member: str) -> None:
+    kinds = set_type.split(":", 1)[1].split(",")
+    if set_type.startswith("bitmap:port"):
+        kinds = ["port"]
+    parts = member.split(",")
+    if len(parts) != len(kinds):
+        raise ValueError(f"member {member[:60]!r} of a {set_type} set: expected {len(kinds)} part(s), "
+                         f"{','.join(kinds)}")
+    for kind, part in zip(kinds, parts, strict=True):
+        check = _MEMBER_PART.get(kind)
+        if check is None:
+            continue
+        if kind == "port" and ":" in part and part.partition(":")[0] not in ("tcp", "udp", "sctp", "udplite"):
+            raise ValueError(f"{part[:40]!r}: expected PROTO:PORT (tcp, udp, sctp)")
+        try:
+            check(part)
+        except ValueError as e:
+            raise ValueError(f"member {member[:60]!r}: {e}") from None
+
+
 def parse_ipset_save(text: str, path: str) -> IpsetDump:
-    """Sets and members of an `ipset save` dump."""
+    """Sets and members of an `ipset save` dump, each member checked against its set's type."""
     sets: dict[str, tuple[str, list[str]]] = {}
     for n, raw in enumerate(text.splitlines(), 1):
         tok = raw.split()
         if not tok:
             continue
         if tok[0] == "create" and len(tok) >= 3:
+            if tok[2] not in _SET_TYPES:
+                raise _bad(path, n, f"set {tok[1][:40]}: type {tok[2][:40]!r} is not an ipset type "
+                                    f"({', '.join(_SET_TYPES)})")
+            if len(tok[1]) > 31 or tok[1] in sets:
+                raise _bad(path, n, f"set {tok[1][:40]}: a name longer than 31 characters or given twice "
+                                    "(ipset: set with the same name already exists)")
             sets[tok[1]] = (tok[2], [])
         elif tok[0] == "add" and len(tok) == 3:
             if tok[1] not in sets:
                 raise _bad(path, n, f"member of set {tok[1]} before its 'create' line")
+            try:
+                _check_member(sets[tok[1]][0], tok[2])
+            except ValueError as e:
+                raise _bad(path, n, f"set {tok[1]}: {e}") from None
             sets[tok[1]][1].append(_member(sets[tok[1]][0], tok[2]))
         else:
             raise _bad(path, n, f"not an ipset save line: {raw[:60]!r}; expected 'create NAME TYPE ...' or "
