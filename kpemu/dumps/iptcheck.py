@@ -1,15 +1,13 @@
 """The checks `iptables-restore` makes of an `iptables-save` dump, made as each line is read: every
 value of a rule (addresses with their prefix, ports and port ranges, marks and masks, probabilities,
 conntrack states, address types, DNAT/SNAT destinations), every chain a rule is appended to or jumps
-to declared in its table before, and no jump loop (the kernel refuses one, ELOOP) nor a jump nesting
-deeper than the oracle walks (`kpemu.analyse.oracle.MAX_DEPTH`).
+to declared in its table before (the jump loop and depth checks are kpemu.dumps.jumps').
 
 Each check raises ValueError naming the field; kpemu.dumps.read adds the file and the line.
 """
 
 from __future__ import annotations
 
-from kpemu.analyse.oracle import MAX_DEPTH
 from kpemu.dumps import values
 from kpemu.proxy.rules import Option, ParsedRule
 
@@ -108,35 +106,3 @@ def chain_name(name: str) -> None:
     if not name or len(name) > MAX_CHAIN_NAME or name.startswith(("-", "!")) or name in TARGETS:
         raise ValueError(f"chain name {name[:40]!r}: at most {MAX_CHAIN_NAME} characters, not an option or a "
                          "target's name")
-
-
-def loop_or_depth(jumps: dict[str, list[tuple[str, int]]]) -> tuple[str, int] | None:
-    """(what is wrong, the line of the jump) for a jump loop or a nesting deeper than MAX_DEPTH among
-    `jumps` (chain -> [(target chain, line)]), else None. Iterative: no recursion per chain."""
-    depth: dict[str, int] = {}  # chain -> longest jump nesting below it (set when done)
-    on_path: set[str] = set()
-    for root in jumps:
-        if root in depth:
-            continue
-        stack: list[tuple[str, int]] = [(root, 0)]
-        on_path.add(root)
-        while stack:
-            chain, i = stack[-1]
-            edges = jumps.get(chain, [])
-            if i < len(edges):
-                stack[-1] = (chain, i + 1)
-                target, line = edges[i]
-                if target in on_path:
-                    path = [c for c, _ in stack] + [target]
-                    return f"jump loop {' -> '.join(path[path.index(target):])} (the kernel refuses it: ELOOP)", line
-                if target not in depth:
-                    on_path.add(target)
-                    stack.append((target, 0))
-                continue
-            stack.pop()
-            on_path.discard(chain)
-            depth[chain] = 1 + max((depth.get(t, 0) for t, _ in edges), default=-1)
-            if depth[chain] > MAX_DEPTH:
-                line = edges[0][1] if edges else 0
-                return f"chain {chain} nests jumps {depth[chain]} deep; kpemu's oracle walks at most {MAX_DEPTH}", line
-    return None

@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kpemu.analyse.oracle import MAX_DEPTH
 from kpemu.dumps import values
-from kpemu.dumps.iptcheck import TARGETS, chain_name, check_values, loop_or_depth
+from kpemu.dumps.iptcheck import TARGETS, chain_name, check_values
+from kpemu.dumps.jumps import loop_or_depth
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.ipvs.ipvsadm_text import VirtualServer, parse_ipvsadm_save
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet, parse_args, split_line
@@ -115,7 +117,7 @@ def _commit(table: _Table | None, path: str) -> None:
             chain_name(target)
         except ValueError as e:
             raise _bad(path, n, f"-j {target[:40]}: no such target, and not a chain: {e}") from None
-    wrong = loop_or_depth(table.jumps)
+    wrong = loop_or_depth(table.jumps, MAX_DEPTH, "kpemu's oracle follows nested jumps")
     if wrong:
         raise _bad(path, wrong[1], f"table *{table.name}: {wrong[0]}")
 
