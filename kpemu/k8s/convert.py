@@ -427,8 +427,9 @@ class _Import:
         address, widened until its pods fit."""
         seed = node.get("tunnelIP") or next((p["ip"] for p in pods if p["node"] == node["name"]), None)
         if seed is None:
-            raise InputError([Problem("", f"Node {node['name']} spec.podCIDR",
-                                      "Required value (no podCIDR, tunnel address or pod to infer it from)")])
+            obj = next(o for o in self.kind("Node") if o.name == node["name"])
+            raise InputError([obj.problem("spec.podCIDR", "Required value (no podCIDR, tunnel address or pod to "
+                                                          "infer it from)")])
         net = ipaddress.IPv4Network(f"{seed}/24", strict=False)
         while not all(ipaddress.IPv4Address(p["ip"]) in net for p in pods if p["node"] == node["name"]):
             net = net.supernet()
