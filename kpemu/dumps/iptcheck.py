@@ -68,9 +68,16 @@ _TARGET_CHECKS = {
 }
 
 
+_VALUED = frozenset(("--comment", "--name", "--mask", "--reject-with", "--log-prefix", "--log-level",
+                     "--nflog-group", "--nflog-prefix", "--queue-num", "--set-class", "--tcp-flags", "--physdev-in",
+                     "--physdev-out", "--uid-owner", "--gid-owner", "--limit", "--limit-burst"))
+
+
 def _check(o: Option, checks: dict) -> None:
     check = checks.get(o.name)
     if check is None:
+        if o.name in _VALUED and not o.values:
+            raise ValueError(f"{o.name} without its value: the rule is cut short")
         return
     try:
         check(_one(o))
