@@ -8,6 +8,8 @@ Each check raises ValueError naming the field; kpemu.dumps.read adds the file an
 
 from __future__ import annotations
 
+import re
+
 from kpemu.dumps import values
 from kpemu.proxy.rules import Option, ParsedRule
 
@@ -85,8 +87,14 @@ def _check(o: Option, checks: dict) -> None:
         raise ValueError(f"{o.name}: {e}") from None
 
 
+_OPTION = re.compile(r"-[a-zA-Z]|--[a-zA-Z0-9][a-zA-Z0-9-]*")
+
+
 def check_values(p: ParsedRule) -> None:
     """Every value of a parsed rule is one iptables accepts (ValueError naming the option)."""
+    for o in (*p.base, *(o for m in p.matches for o in m.options), *p.target_options):
+        if not _OPTION.fullmatch(o.name):
+            raise ValueError(f"{o.name[:40]!r} is not an option as iptables-save prints them (-x or --name VALUE)")
     for o in p.base:
         if o.name in ("-s", "-d"):
             try:

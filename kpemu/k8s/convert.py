@@ -305,7 +305,7 @@ class _Import:
             serving = c.get("serving") if c.get("serving") is not None else ready
             node = e.get("nodeName") or (e.get("topology") or {}).get("kubernetes.io/hostname")
             out += [_Ep(a, self._node(node), ready, bool(serving), bool(c.get("terminating")), ports)
-                    for a in e.get("addresses") or []]
+                    for a in e.get("addresses") or [] if ipv4(a)]
         return out
 
     def _endpoints_eps(self, e: K8sObject) -> list[_Ep]:
