@@ -1,7 +1,8 @@
 """The shape of every field kpemu reads from a Kubernetes object, checked when the object is read, as
 the API server checks it (`json: cannot unmarshal ...`, `must be a valid IP address`): a mapping where
 a mapping is expected, a list, a string, an integer (of at most 19 digits), a boolean, an IP address
-or a CIDR. A field that is null or absent is not checked (the API server defaults it); the problem
+or a CIDR. A field that is null or absent is not checked (the API server defaults it), a null list
+item is; the problem
 names the file, the line and the field path.
 """
 
@@ -197,7 +198,7 @@ def shape_problems(kind: str, data: dict[str, Any]) -> list[tuple[tuple[str | in
         value, pattern, path = stack.pop()
         if pattern:
             check = shapes.get(pattern)
-            if check is not None and value is not None:
+            if check is not None and (value is not None or pattern[-1] == "[]"):  # a null list item is not absent
                 wrong = check(value)
                 if wrong:
                     out.append((path, f"Invalid value: {_short(value)}: {wrong}"))
