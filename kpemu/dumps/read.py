@@ -17,10 +17,10 @@ from kpemu.dumps.iptcheck import TARGETS, chain_name, check_values
 from kpemu.dumps.jumps import loop_or_depth
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.ipvs.ipvsadm_text import VirtualServer, parse_ipvsadm_save
-from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet, parse_args, split_line
-from kpemu.proxy.save import ruleset_from_restore
+from kpemu.proxy.rules import BUILTIN_CHAINS, Rule, RuleSet, Table, parse_args, split_line
 
 _TABLES = (*BUILTIN_CHAINS, "security")
+_WORD = re.compile(r'(?:"[^"]*"|[^\s"])+')
 _COUNTERS = re.compile(r"\[\d{1,20}:\d{1,20}\]")
 
 
@@ -57,6 +57,7 @@ class _Table:
 
     name: str
     line: int
+    out: Table  # the rules read so far, as kpemu.proxy.save.ruleset_from_restore builds them
     chains: set[str] = field(default_factory=set)
     jumps: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     excerpt: bool | None = None  # rules without any :CHAIN line (quoted from a note): chains are implied
@@ -74,6 +75,7 @@ def parse_iptables_save(text: str, path: str) -> RuleSet:
     """
     table: _Table | None = None
     seen_table = False
+    rs = RuleSet()
     lines = text.splitlines()
     for n, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -84,7 +86,7 @@ def parse_iptables_save(text: str, path: str) -> RuleSet:
             if name not in _TABLES:
                 raise _bad(path, n, f"unknown table {line[:40]!r}; expected one of *{', *'.join(_TABLES)}")
             _commit(table, path)
-            table, seen_table = _Table(name, n, set(BUILTIN_CHAINS.get(name, ()))), True
+            table, seen_table = _Table(name, n, rs.table(name), set(BUILTIN_CHAINS.get(name, ()))), True
         elif line == "COMMIT":
             if table is None:
                 raise _bad(path, n, "COMMIT without a table (*nat, *filter, ...) before it")
@@ -105,7 +107,7 @@ def parse_iptables_save(text: str, path: str) -> RuleSet:
                                "COMMIT; save the whole output of iptables-save")
     if not seen_table:
         raise InputError([Problem(path, "", "no table in the dump; expected the output of iptables-save")])
-    return ruleset_from_restore(text)
+    return rs
 
 
 def _commit(table: _Table | None, path: str) -> None:
@@ -145,11 +147,12 @@ def _declare(table: _Table, line: str, path: str, n: int) -> None:
     if name in table.chains and not builtin:
         raise _bad(path, n, f"chain {name} is declared twice in table *{table.name}")
     table.chains.add(name)
+    table.out.chain(name)
 
 
 def _check_rule(table: _Table, line: str, path: str, n: int) -> None:
     try:
-        toks = split_line(line)
+        toks = _split(line)
     except ValueError as e:
         raise _bad(path, n, f"rule is cut short ({e}): {line[:60]!r}") from None
     if len(toks) < 3:
@@ -162,13 +165,15 @@ def _check_rule(table: _Table, line: str, path: str, n: int) -> None:
     elif chain not in table.chains:
         raise _bad(path, n, f"-A {chain[:40]}: no chain {chain[:40]} declared in table *{table.name} before it "
                             "(iptables-restore refuses the rule; the dump is cut short or edited)")
-    args = toks[2:]
+    args, pos = toks[2:], None
+    if toks[0] == "-I":
+        pos = 1
     if toks[0] == "-I" and args[0].isdigit():
         try:
             values.integer(args[0], 1, 0xFFFFFFFF, "a rule position")
         except ValueError as e:
             raise _bad(path, n, f"-I {chain}: {e}") from None
-        args = args[1:]
+        pos, args = int(args[0]), args[1:]
     try:
         p = parse_args(args)
     except IndexError:
@@ -188,6 +193,23 @@ def _check_rule(table: _Table, line: str, path: str, n: int) -> None:
         table.jumps.setdefault(chain, []).append((p.target, n))
     else:
         _target(table, chain, p.target, path, n)
+    rule = Rule(chain, tuple(args))
+    rule.__dict__["parsed"] = p  # parsed once (Rule.parsed is a cached property)
+    if pos is None:
+        table.out.chain(chain).rules.append(rule)
+        table.out.sequence.append(rule)
+    else:
+        table.out.chain(chain).rules.insert(pos - 1, rule)
+
+
+def _split(line: str) -> list[str]:
+    """A rule's tokens as kpemu.proxy.rules.split_line gives them (POSIX shell words), at C speed when
+    the line has no single quote or backslash: double-quoted parts join the word they touch."""
+    if "'" in line or "\\" in line:
+        return split_line(line)
+    if line.count('"') % 2:
+        raise ValueError("No closing quotation")
+    return [w.replace('"', "") for w in _WORD.findall(line)]
 
 
 def _target(table: _Table, chain: str, target: str | None, path: str, n: int) -> None:

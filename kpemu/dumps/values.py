@@ -81,7 +81,9 @@ def ipv4(text: str) -> str:
 
 
 def ipv4_net(text: str) -> str:
-    """An IPv4 address or network: ADDR, ADDR/PREFIX (0-32) or ADDR/MASK."""
+    """An IPv4 address or network: ADDR, ADDR/PREFIX (0-32) or ADDR/MASK (a bare ADDR comes back as it is)."""
+    if "/" not in text:
+        return ipv4(text)
     try:
         return str(ipaddress.IPv4Network(text, strict=False))
     except ValueError:
