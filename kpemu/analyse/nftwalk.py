@@ -23,11 +23,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step
+from kpemu.analyse.oracle import MAX_OUTCOMES, Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.proxy.nftables.tx import Chain, Table
 
 TABLE = "kube-proxy"
-_MAX_DEPTH = 32
+MAX_DEPTH = 16  # nested jumps, as the kernel's NFT_JUMP_STACK_SIZE (nft -f refuses deeper ones: EMLINK)
 _HOOK_ORDER = {"remote-local": ("prerouting", "input"), "remote-forward": ("prerouting", "forward", "postrouting"),
                "local": ("output", "postrouting")}
 
@@ -171,25 +171,32 @@ class _Walker:
     def chain(self, name: str, st: _St, prob: float, depth: int = 0) -> list[tuple[float, _St, str]]:
         """Walk chain `name`: [(probability, state, end)], end "return" when it falls through or
         returns, else the terminal verdict (accept, drop)."""
-        if depth > _MAX_DEPTH:
-            raise ValueError(f"rule loop at chain {name}")
+        if depth > MAX_DEPTH:
+            raise WalkLimit(f"chain {name}: jumps nest more than {MAX_DEPTH} deep (the kernel's limit)")
         return self._from(self.t.chains[name], 0, st, prob, depth)
 
     def _from(self, c: Chain, i: int, st: _St, prob: float, depth: int) -> list[tuple[float, _St, str]]:
+        """The chain's rules from `i` on, iteratively (no recursion per rule); results in depth-first
+        order, each outcome of a rule before the next outcome's."""
         out: list[tuple[float, _St, str]] = []
-        while i < len(c.rules):
-            rule = c.rules[i]
-            ok, action = self._match(rule.text, st)
-            if not ok:
-                i += 1
+        tasks: list[tuple[int, _St, float] | tuple[float, _St, str]] = [(i, st, prob)]
+        while tasks:
+            task = tasks.pop()
+            if isinstance(task[2], str):  # a finished outcome, kept in its place in the order
+                out.append(task)  # type: ignore[arg-type]
                 continue
-            for pr, s, end in self._action(c, rule.text, rule.comment, action, st, prob, depth):
-                if end == "continue":
-                    out += self._from(c, i + 1, s, pr, depth)
-                else:
-                    out.append((pr, s, end))
-            return out
-        out.append((prob, st, "return"))
+            i, st, prob = task  # type: ignore[assignment]
+            while i < len(c.rules) and not (got := self._match(c.rules[i].text, st))[0]:
+                i += 1
+            if i == len(c.rules):
+                out.append((prob, st, "return"))
+                continue
+            rule = c.rules[i]
+            results = self._action(c, rule.text, rule.comment, got[1], st, prob, depth)
+            if len(out) + len(tasks) + len(results) > MAX_OUTCOMES:
+                raise WalkLimit(f"chain {c.name}: the packet has more than {MAX_OUTCOMES:,} paths; kpemu's oracle "
+                                "follows at most that many")
+            tasks += [(i + 1, s, pr) if end == "continue" else (pr, s, end) for pr, s, end in reversed(results)]
         return out
 
     def _step(self, st: _St, chain: str, text: str, comment: str | None, verdict: str) -> tuple[Step, ...]:
@@ -227,8 +234,9 @@ class _Walker:
             return [(prob, replace(st, steps=step("continue")), "continue")]
         m = re.match(r"meta l4proto \S+ dnat to (\S+)$", action)
         if m:
-            ip, _, port = m[1].rpartition(":")
-            s = replace(st, steps=step("accept"), dnat=m[1], ep_chain=c.name, dst=ip, dport=int(port))
+            ip, colon, port = m[1].rpartition(":")
+            ip, dport = (ip, int(port)) if colon else (m[1], st.dport)  # `dnat to ADDR` keeps the port
+            s = replace(st, steps=step("accept"), dnat=f"{ip}:{dport}", ep_chain=c.name, dst=ip, dport=dport)
             return [(prob, s, "accept")]
         if action == "masquerade fully-random":
             return [(prob, replace(st, steps=step("accept"), masq=True, masq_chain=c.name), "accept")]

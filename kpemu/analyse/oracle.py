@@ -27,7 +27,12 @@ from kpemu.proxy.state import IpvsModel, NodeProxyState
 
 LOCALHOST = ipaddress.IPv4Network("127.0.0.0/8")
 _TERMINAL = {"ACCEPT", "DROP", "REJECT", "DNAT", "SNAT", "MASQUERADE", "REDIRECT"}
-_MAX_DEPTH = 32
+MAX_DEPTH = 32  # nested jumps the walker follows (the kernel's own check is for loops: ELOOP)
+MAX_OUTCOMES = 10_000  # paths of one packet the walker follows (kube-proxy's rules give one per endpoint)
+
+
+class WalkLimit(ValueError):
+    """The walk would pass one of the stated limits (MAX_DEPTH nested jumps, MAX_OUTCOMES paths)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +170,12 @@ def _in(addr: str, net: str) -> bool:
     return ipaddress.IPv4Address(addr) in ipaddress.ip_network(net, strict=False)
 
 
+def _port_in(value: str, port: int) -> bool:
+    """`PORT` or `LO:HI` (iptables' port range) holds `port`."""
+    lo, sep, hi = value.partition(":")
+    return (int(lo or 0) <= port <= int(hi or 65535)) if sep else port == int(value)
+
+
 def _mark_match(value: str, mark: int) -> bool:
     v, _, m = value.partition("/")
     mask = int(m, 0) if m else 0xFFFFFFFF
@@ -224,9 +235,9 @@ def _match(rule: Rule, st: _State, local: set[str], ipvs: IpvsModel | None) -> f
             ok = True
             if m.module in ("tcp", "udp", "sctp") or m.implicit:
                 if o.name == "--dport":
-                    ok = st.dport == int(v)
+                    ok = _port_in(v, st.dport)
                 elif o.name == "--sport":
-                    ok = st.pkt.sport == int(v)
+                    ok = _port_in(v, st.pkt.sport)
             elif m.module == "addrtype":
                 addr = st.src if o.name == "--src-type" else st.dst
                 is_local = addr in local or _in(addr, str(LOCALHOST))
@@ -280,33 +291,40 @@ class _Walker:
     def chain(self, table: str, chain: str, st: _State, prob: float,
               depth: int = 0) -> list[tuple[float, _State, str]]:
         """Walk one chain: [(probability, state, verdict)], verdict RETURN when it falls through."""
-        if depth > _MAX_DEPTH:
-            raise ValueError(f"rule loop in {table}/{chain}")
+        if depth > MAX_DEPTH:
+            raise WalkLimit(f"chain {table}/{chain}: jumps nest more than {MAX_DEPTH} deep (a rule loop?)")
         rules = self.rs.rules(table, chain)
         return self._from(table, chain, rules, 0, st, prob, depth)
 
     def _from(self, table: str, chain: str, rules: list[Rule], i: int, st: _State, prob: float,
               depth: int) -> list[tuple[float, _State, str]]:
+        """The chain's rules from `i` on, iteratively (a statistic rule splits the walk without
+        recursion); the results come in depth-first order, the branch that did not match first."""
         out: list[tuple[float, _State, str]] = []
-        while i < len(rules):
-            rule = rules[i]
-            p = _match(rule, st, self.local, self.ipvs)
-            if p <= 0.0:
-                i += 1
+        tasks: list[tuple[int, _State, float] | list[tuple[float, _State, str]]] = [(i, st, prob)]
+        while tasks:
+            task = tasks.pop()
+            if isinstance(task, list):
+                out += task
                 continue
-            if p < 1.0:  # statistic: the "no match" branch continues with the next rule
-                out += self._from(table, chain, rules, i + 1, st, prob * (1 - p), depth)
+            i, st, prob = task
+            while i < len(rules) and (p := _match(rules[i], st, self.local, self.ipvs)) <= 0.0:
+                i += 1
+            if i == len(rules):
+                out.append((prob, st, "RETURN"))
+                continue
+            after: list = []  # run in this order: the no-match branch, the verdicts, the continuations
+            if p < 1.0:
+                after.append((i + 1, st, prob * (1 - p)))
                 prob *= p
-            results = self._target(table, chain, rule, st, prob, depth)
-            cont = [(pr, s) for pr, s, v in results if v in ("CONTINUE", "RETURN-FROM-CALLEE")]
-            out += [(pr, s, v) for pr, s, v in results if v not in ("CONTINUE", "RETURN-FROM-CALLEE")]
-            if not cont:
-                return out
-            for pr, s in cont[1:]:
-                out += self._from(table, chain, rules, i + 1, s, pr, depth)
-            prob, st = cont[0]
-            i += 1
-        out.append((prob, st, "RETURN"))
+            results = self._target(table, chain, rules[i], st, prob, depth)
+            after.append([(pr, s, v) for pr, s, v in results if v not in ("CONTINUE", "RETURN-FROM-CALLEE")])
+            cont = [(i + 1, s, pr) for pr, s, v in results if v in ("CONTINUE", "RETURN-FROM-CALLEE")]
+            after += cont[1:] + cont[:1]
+            if len(out) + len(tasks) + len(after) > MAX_OUTCOMES:
+                raise WalkLimit(f"chain {table}/{chain}: the packet has more than {MAX_OUTCOMES:,} paths (statistic "
+                                "rules that do not end the walk); kpemu's oracle follows at most that many")
+            tasks += reversed(after)
         return out
 
     def _target(self, table: str, chain: str, rule: Rule, st: _State, prob: float,
@@ -321,7 +339,8 @@ class _Walker:
             return [(prob, replace(st, steps=step("RETURN")), "RETURN")]
         if t == "DNAT":
             to = rule.parsed.dnat_to or ""
-            ip, _, port = to.partition(":")
+            ip, _, port = to.partition(":")  # a range (a-b:p-q) DNATs to its first address and port
+            ip, port = ip.split("-")[0], port.split("-")[0]
             s = replace(st, steps=step("DNAT"), dnat=to, sep=chain, dst=ip, dport=int(port) if port else st.dport)
             return [(prob, s, "ACCEPT")]
         if t in ("MASQUERADE", "SNAT"):

@@ -17,16 +17,17 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from kpemu.analyse.nftwalk import MAX_DEPTH
+from kpemu.dumps.jumps import loop_or_depth
+from kpemu.dumps.nftcheck import check_element, check_rule
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.nftables.listing import priority_text, rule_text
 from kpemu.proxy.nftables.tx import FAMILY, TABLE, BaseHook, Chain, Element, NSet, Rule, Table
 
 KUBE_PROXY = f"{FAMILY} {TABLE}"
-_HANDLE = re.compile(r"\s+# handle \d+$")
 _HOOK = re.compile(r"^type (\w+) hook (\w+)(?: device \S+)? priority ([^;]+);(?: policy (\w+);)?$")
-_RULE_COMMENT = re.compile(r'^(.*?) comment ("(?:[^"\\]|\\.)*")$')
-_ELEMENT = re.compile(r'^(?P<key>.+?)(?: timeout \S+)?(?: expires \S+)?(?: counter packets \d+ bytes \d+)?'
-                      r'(?: comment (?P<comment>"(?:[^"\\]|\\.)*"))?(?: : (?P<value>.+))?$')
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+_ELEMENT_TAIL = re.compile(r"(?: timeout \S+)?(?: expires \S+)?(?: counter packets \d+ bytes \d+)?$")
 _SET_PROPS = ("type ", "typeof ", "flags ", "timeout ", "size ", "gc-interval ", "policy ", "comment ",
               "auto-merge", "counter")
 _DURATION = re.compile(r"(\d+)(ms|d|h|m|s)")
@@ -50,13 +51,24 @@ class NftDump:
         return f"{self.path} (nft list ruleset{tail})"
 
 
+def _without_handle(line: str) -> str:
+    """The line without nft -a's trailing `# handle N` (found from the end: linear in the line)."""
+    at = line.rfind("# handle ")
+    if at > 0 and line[at - 1].isspace() and line[at + 9:].isdigit():
+        return line[:at]
+    return line
+
+
 def _unquote(text: str) -> str:
     return text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
 
 
-def _balanced(text: str) -> tuple[int, bool]:
-    """(brace depth change outside quotes, whether every quote is closed)."""
-    depth, quoted, esc = 0, False, False
+def _balanced(text: str, depth: int = 0, quoted: bool = False) -> tuple[int, bool]:
+    """(brace depth change outside quotes, whether every quote is closed), continuing from the state
+    `depth`, `quoted` that the text before left (so a block read line by line is scanned once)."""
+    if not quoted and '"' not in text and "\\" not in text:  # no quote: count the braces at C speed
+        return depth + text.count("{") - text.count("}"), True
+    esc = False
     for ch in text:
         if esc:
             esc = False
@@ -71,18 +83,42 @@ def _balanced(text: str) -> tuple[int, bool]:
 
 def _split_top(text: str) -> list[str]:
     """`a, b "x,y", c` -> items split at commas outside quotes and braces."""
-    items, cur, depth, quoted = [], "", 0, False
-    for ch in text:
+    if '"' not in text and "{" not in text and "}" not in text:
+        items = [t.strip() for t in text.split(",")]
+        return items if len(items) > 1 or items[0] else []
+    items, start, depth, quoted = [], 0, 0, False
+    for i, ch in enumerate(text):
         if ch == '"':
             quoted = not quoted
         elif not quoted and ch in "{}":
             depth += 1 if ch == "{" else -1
         elif not quoted and depth == 0 and ch == ",":
-            items.append(cur.strip())
-            cur = ""
-            continue
-        cur += ch
-    return [*items, cur.strip()] if cur.strip() or items else []
+            items.append(text[start:i].strip())
+            start = i + 1
+    last = text[start:].strip()
+    return [*items, last] if last or items else []
+
+
+def _element(item: str) -> tuple[str, str | None, str | None] | None:
+    """`KEY [timeout T] [expires E] [counter ...] [comment "C"] [: VALUE]` -> (key, comment, value),
+    None when garbled; linear in the item (a comment cannot hold an unescaped quote)."""
+    comment = value = None
+    at = item.find(' comment "')
+    if at >= 0:
+        m = _QUOTED.match(item, at + 9)
+        if m is None:
+            return None
+        comment, rest, item = _unquote(m[0]), item[m.end():], item[:at]
+        if rest:
+            if not rest.startswith(" : "):
+                return None
+            value = rest[3:].strip()
+    elif " : " in item:
+        item, _, value = item.partition(" : ")
+        value = value.strip()
+    tail = _ELEMENT_TAIL.search(item)
+    key = item[:tail.start()] if tail else item
+    return (key, comment, value) if key.strip() and value != "" else None
 
 
 def duration_seconds(text: str) -> int | None:
@@ -107,7 +143,7 @@ class _Reader:
         self.lines = text.splitlines()
         self.path = path
         self.n = 0  # current line number (1-based once reading)
-        self.refs: list[tuple[int, str]] = []  # (line, text) of kube-proxy's rules and map elements
+        self.refs: list[tuple[int, str, str]] = []  # (line, chain or map, text) of kube-proxy's rules and elements
 
     def bad(self, msg: str, line: int | None = None) -> InputError:
         return InputError([Problem(self.path, f"line {line or self.n}", msg)])
@@ -116,7 +152,7 @@ class _Reader:
         """The next non-blank line without its `# handle N`, or None at the end."""
         while self.n < len(self.lines):
             self.n += 1
-            line = _HANDLE.sub("", self.lines[self.n - 1]).strip()
+            line = _without_handle(self.lines[self.n - 1]).strip()
             if line:
                 return line
         return None
@@ -217,23 +253,39 @@ class _Reader:
         if not closed or depth:
             raise self.bad(f"rule of chain {chain} is cut short (an unclosed {'quote' if not closed else 'brace'}): "
                            f"{line[:80]!r}")
-        m = _RULE_COMMENT.match(line)
-        rule = Rule(chain, m[1], _unquote(m[2])) if m else Rule(chain, line)
-        self.refs.append((self.n, rule.text))
+        at = line.rfind(' comment "')  # a comment cannot hold an unescaped quote: the last one is the comment
+        m = _QUOTED.fullmatch(line, at + 9) if at > 0 else None
+        rule = Rule(chain, line[:at], _unquote(m[0])) if m else Rule(chain, line)
+        try:
+            check_rule(rule.text)
+        except ValueError as e:
+            raise self.bad(f"rule of chain {chain}: {e}") from None
+        self.refs.append((self.n, chain, rule.text))
         return rule
 
     def check_references(self, t: Table) -> None:
         """Every chain a rule or map element jumps to and every set it names is in the table (nft
         guarantees it, so a dump where one is not was cut or edited)."""
-        for line, text in self.refs:
+        via: dict[str, list[tuple[str, int]]] = {}  # a verdict map -> the chains its elements jump to
+        uses: dict[str, dict[str, int]] = {}  # a chain -> the verdict maps its rules look up (at which line)
+        jumps: dict[str, list[tuple[str, int]]] = {}  # a chain -> the chains it jumps to (itself or by a map)
+        for line, owner, text in self.refs:
             for verb, name in re.findall(r"\b(jump|goto) ([^\s,}]+)", text):
                 if name not in t.chains:
                     raise self.bad(f"{verb} {name}: no chain {name} in table ip kube-proxy (the dump is cut short or "
                                    "edited)", line)
+                (via if owner in t.sets else jumps).setdefault(owner, []).append((name, line))
             for name in re.findall(r"@([^\s,}]+)", text):
                 if name not in t.sets:
                     raise self.bad(f"@{name}: no set or map {name} in table ip kube-proxy (the dump is cut short or "
                                    "edited)", line)
+                uses.setdefault(owner, {}).setdefault(name, line)
+        for chain, maps in uses.items():
+            for name, line in maps.items():
+                jumps.setdefault(chain, []).extend((target, line) for target, _ in via.get(name, ()))
+        wrong = loop_or_depth(jumps, MAX_DEPTH, "the kernel nests jumps (NFT_JUMP_STACK_SIZE)")
+        if wrong:
+            raise self.bad(f"table ip kube-proxy: {wrong[0]}", wrong[1])
 
     def set(self, kind: str, name: str) -> NSet:
         s, start = NSet(kind, name, ""), self.n
@@ -261,29 +313,32 @@ class _Reader:
         return s
 
     def elements(self, s: NSet, first: str) -> list[Element]:
-        start, text = self.n, first
-        while True:
-            depth, closed = _balanced(text)
-            if depth == 0 and closed:
-                break
+        start, parts = self.n, [first]
+        depth, closed = _balanced(first)
+        while depth != 0 or not closed:  # each line is scanned once, from the state the lines before left
             line = self.next()
             if line is None:
                 raise self.truncated(f"the elements of {s.kind} {s.name}", start)
-            text += " " + line
+            parts.append(line)
+            depth, closed = _balanced(line, depth, not closed)
+        text = " ".join(parts)
         if not (text.startswith("{") and text.endswith("}")):
             raise self.bad(f"elements of {s.kind} {s.name} do not end with '}}': {text[-40:]!r}")
         parts = len(s.type.split(" : ")[0].split(" . "))
         out = []
         for item in _split_top(text[1:-1].strip()):
-            m = _ELEMENT.match(item)
-            key = tuple(k.strip() for k in m["key"].split(" . ")) if m else ()
-            if m is None or len(key) != parts or (s.kind == "map") != (m["value"] is not None):
+            got = _element(item)
+            key = tuple(k.strip() for k in got[0].split(" . ")) if got else ()
+            if got is None or len(key) != parts or (s.kind == "map") != (got[2] is not None):
                 want = f"{parts}-part key{' : verdict' if s.kind == 'map' else ''}"
                 raise self.bad(f"element {item[:60]!r} of {s.kind} {s.name} is garbled; expected a {want}")
-            comment = _unquote(m["comment"]) if m["comment"] else None
-            out.append(Element(s.name, key, m["value"], comment, s.kind))
-            if m["value"]:
-                self.refs.append((self.n, m["value"]))
+            try:
+                check_element(s.type, key, got[2])
+            except ValueError as e:
+                raise self.bad(f"{s.kind} {s.name}: {e}") from None
+            out.append(Element(s.name, key, got[2], got[1], s.kind))
+            if got[2]:
+                self.refs.append((self.n, s.name, got[2]))
         return out
 
 

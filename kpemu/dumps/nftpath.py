@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kpemu.analyse.nftwalk import predict_nft
-from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step
+from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.dumps.trace import result_line, trace_document, trace_header
 from kpemu.errors import InputError
 from kpemu.proxy.nftables.listing import priority_text
@@ -75,6 +75,8 @@ def run_nft_trace(nn: NftNode, pkt: Packet) -> Prediction:
     statement kube-proxy never writes, in an edited table) is an InputError, not a traceback."""
     try:
         return predict_nft(nn.table, pkt, nn.local, nn.node, nn.masq_mark)
+    except WalkLimit as e:
+        raise InputError(f"kpemu trace: {nn.source}: {e}") from None
     except (KeyError, ValueError) as e:
         raise InputError(f"kpemu trace: {nn.source}: the walk met a rule kpemu's oracle does not read (it took "
                          f"{e.args[0]!r} for a verdict); it reads the rules kube-proxy writes") from None

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step, predict
+from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step, WalkLimit, predict
 from kpemu.errors import InputError
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
 from kpemu.proxy.save import canonical_line
@@ -58,8 +58,12 @@ def origin_of(src: str, local: frozenset[str], pod_cidr: str | None, given: str 
 
 
 def run_trace(nr: NodeRules, pkt: Packet) -> Prediction:
-    """Every outcome of `pkt` on the node (the oracle's walk)."""
-    return predict(nr.rules, pkt, nr.local, nr.node, nr.ipvs)
+    """Every outcome of `pkt` on the node (the oracle's walk); a walk past the oracle's stated limits
+    is an InputError naming the rules."""
+    try:
+        return predict(nr.rules, pkt, nr.local, nr.node, nr.ipvs)
+    except WalkLimit as e:
+        raise InputError(f"kpemu trace: {nr.source}: {e}") from None
 
 
 def _hook_groups(steps: tuple[Step, ...]) -> list[tuple[str, str, list[Step]]]:

@@ -295,19 +295,27 @@ class _Import:
         ports = tuple(sorted((str(p.get("name") or ""), int(p["port"])) for p in sl.data.get("ports") or []
                              if p.get("port")))
         out = []
-        for e in sl.data.get("endpoints") or []:
+        for i, e in enumerate(sl.data.get("endpoints") or []):
+            for j, a in enumerate(e.get("addresses") or []):
+                if not ipv4(a):
+                    self.problems.append(sl.problem(f"endpoints[{i}].addresses[{j}]", f"Invalid value: {a!r}: must be "
+                                                    "a valid IPv4 address (addressType IPv4)"))
             c = e.get("conditions") or {}
             ready = c.get("ready") is not False  # nil means ready
             serving = c.get("serving") if c.get("serving") is not None else ready
             node = e.get("nodeName") or (e.get("topology") or {}).get("kubernetes.io/hostname")
             out += [_Ep(a, self._node(node), ready, bool(serving), bool(c.get("terminating")), ports)
-                    for a in e.get("addresses") or []]
+                    for a in e.get("addresses") or [] if ipv4(a)]
         return out
 
     def _endpoints_eps(self, e: K8sObject) -> list[_Ep]:
         out = []
-        for sub in e.data.get("subsets") or []:
-            ports = tuple(sorted((str(p.get("name") or ""), int(p["port"])) for p in sub.get("ports") or []))
+        for i, sub in enumerate(e.data.get("subsets") or []):
+            for j, p in enumerate(sub.get("ports") or []):
+                if p.get("port") is None:
+                    self.problems.append(e.problem(f"subsets[{i}].ports[{j}].port", "Required value"))
+            ports = tuple(sorted((str(p.get("name") or ""), int(p["port"])) for p in sub.get("ports") or []
+                                 if p.get("port") is not None))
             for ready, field_ in ((True, "addresses"), (False, "notReadyAddresses")):
                 out += [_Ep(a["ip"], self._node(a.get("nodeName")), ready, ready, False, ports)
                         for a in sub.get(field_) or [] if ipv4(a.get("ip"))]
@@ -427,8 +435,9 @@ class _Import:
         address, widened until its pods fit."""
         seed = node.get("tunnelIP") or next((p["ip"] for p in pods if p["node"] == node["name"]), None)
         if seed is None:
-            raise InputError([Problem("", f"Node {node['name']} spec.podCIDR",
-                                      "Required value (no podCIDR, tunnel address or pod to infer it from)")])
+            obj = next(o for o in self.kind("Node") if o.name == node["name"])
+            raise InputError([obj.problem("spec.podCIDR", "Required value (no podCIDR, tunnel address or pod to "
+                                                          "infer it from)")])
         net = ipaddress.IPv4Network(f"{seed}/24", strict=False)
         while not all(ipaddress.IPv4Address(p["ip"]) in net for p in pods if p["node"] == node["name"]):
             net = net.supernet()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kpemu.errors import InputError, Problem
+from kpemu.k8s.shapes import display, shape_problems
 from kpemu.model.load import Lines, line_of, read_stdin_yaml, read_yaml
 
 KINDS = ("Node", "Pod", "Service", "EndpointSlice", "Endpoints", "KubeProxyConfiguration")
@@ -94,6 +95,9 @@ def _flatten(doc: object, src: _Source, where: str, root: tuple[int | str, ...],
     assert isinstance(doc, dict)
     kind = str(doc["kind"])
     if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
+        if not isinstance(doc.get("items") or [], list):
+            problems.append(src.problem((*root, "items"), f"{where} items".strip(), "Invalid value: must be a list"))
+            return
         for i, item in enumerate(doc.get("items") or []):
             _flatten(item, src, f"{where + '.' if where else ''}items[{i}]", (*root, "items", i), out, problems)
         return
@@ -101,6 +105,10 @@ def _flatten(doc: object, src: _Source, where: str, root: tuple[int | str, ...],
         problems.append(src.problem((*root, "kind"), f"{where} kind".strip(),
                                     f"unknown kind {kind!r}; kpemu reads {', '.join(KINDS)} (and Lists of them): "
                                     "remove it or select kinds, e.g. kubectl get nodes,pods,services,endpointslices"))
+        return
+    wrong = shape_problems(kind, doc)
+    problems += [src.problem((*root, *path), f"{where} {display(path)}".strip(), message) for path, message in wrong]
+    if wrong:
         return
     if not isinstance((doc.get("metadata") or {}).get("name", "" if kind == "KubeProxyConfiguration" else None),
                       str):
