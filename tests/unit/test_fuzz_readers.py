@@ -11,13 +11,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+import os
 from pathlib import Path
 
 import pytest
 
 from tests.unit.fuzz_readers import DATA, TARGETS, Target, case_path, cases, run_case, violation
 
-PER_TARGET = 400  # 8 targets: 3,200 cases
+PER_TARGET = int(os.environ.get("KPEMU_FUZZ_CASES", "250"))  # per target; 8 targets: 2,000 cases (more for a soak)
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
