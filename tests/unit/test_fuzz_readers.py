@@ -7,11 +7,11 @@ was wrong. How long the slowest case takes is measured by `scripts/bench.py read
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-import os
 from pathlib import Path
 
 import pytest
