@@ -7,7 +7,7 @@ STAMP := $(VENV)/.kpemu-setup-done
 # `make scenario NAME`: the word after `scenario` is the scenario name.
 NAME := $(word 2,$(MAKECMDGOALS))
 
-.PHONY: setup test test-unit lint bench soak scenario scenarios clean-labs
+.PHONY: setup test test-long test-unit lint bench soak scenario scenarios clean-labs
 
 setup: $(STAMP)
 
@@ -16,7 +16,11 @@ $(STAMP): pyproject.toml scripts/setup.sh
 	touch $@
 
 test: setup
-	$(VENV)/bin/pytest -ra tests
+	$(VENV)/bin/pytest -ra -m "not long" tests
+
+# The tests of over a minute each (wheel install, frozen and stalled guests); .ci/run runs both targets.
+test-long: setup
+	$(VENV)/bin/pytest -ra -m long tests
 
 test-unit: setup
 	$(VENV)/bin/pytest -ra tests/unit

@@ -63,7 +63,8 @@ def test_deploy_twice_is_refused_without_touching_the_first(flannel_lab) -> None
     from kpemu.errors import EnvironmentProblem
 
     topo, state = flannel_lab
-    with pytest.raises(EnvironmentProblem, match="already exists"):
+    with pytest.raises(EnvironmentProblem, match=r"^lab 'itfab' is deployed \(kpemu deploy\)\n  fix: kpemu destroy "
+                                                 r"itfab, or build this one under another lab name: --name itfab-2$"):
         lab.deploy(topo)
     assert set(nsmod.list_netns("kp-itfab-")) == set(state.namespaces)
 

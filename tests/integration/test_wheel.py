@@ -10,6 +10,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -20,6 +22,7 @@ def _run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.Complet
     return res
 
 
+@pytest.mark.long
 def test_wheel_installs_a_working_kpemu_outside_the_checkout(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),

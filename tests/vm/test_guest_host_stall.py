@@ -17,7 +17,7 @@ import pytest
 
 from tests.vm.conftest import KPEMU, ROOT
 
-pytestmark = pytest.mark.vm
+pytestmark = [pytest.mark.vm, pytest.mark.long]
 LIMIT = 10  # KPEMU_HEARTBEAT_LIMIT for the run: the freeze lasts half as long again
 FREEZE = 15.0
 SPIN = "import time\nend = time.time() + 120\nwhile time.time() < end: pass"  # bounded busy loop

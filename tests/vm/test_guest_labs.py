@@ -62,7 +62,9 @@ def test_inspect_and_a_second_deploy_refused(lab: str, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert '"lab": "itcal"' in res.stdout and "kp-itcal-node1" in res.stdout
     again = kpemu("deploy", str(topology(tmp_path, "itcal")))
-    assert again.returncode == 3 and "lab 'itcal' already exists" in again.stdout + again.stderr
+    said = " ".join((again.stdout + again.stderr).split())
+    assert again.returncode == 3 and ("lab 'itcal' is deployed (kpemu deploy) fix: kpemu destroy itcal, or build "
+                                      "this one under another lab name: --name itcal-2") in said, said
 
 
 @pytest.mark.parametrize("version", ["1.15", "1.33"])

@@ -55,6 +55,7 @@ def test_qemu_killed_mid_run_fails_clearly(runtime: str, tmp_path: Path) -> None
     assert guest.warm_status() is None  # noticed and forgotten
 
 
+@pytest.mark.long
 def test_a_hung_guest_is_killed_and_the_run_passes_in_a_fresh_one(runtime: str, tmp_path: Path) -> None:
     if runtime != "vm":
         pytest.skip("this kernel runs IPVS natively: no guest to hang")
