@@ -80,6 +80,12 @@ HOSTILE = (
             ("--set-xmark: '0x1ffffffff' is out of range",)),
     Hostile("an option cut short", "trace-iptables", _sub("-j KUBE-FORWARD\n", "-j\n"),
             ("rule is cut short (an option without its value)",)),
+    Hostile("MARK without its option", "trace-iptables", _sub("-j MARK --set-xmark 0x4000/0x4000", "-j MARK"),
+            ("line 8", "-j MARK takes one of")),
+    Hostile("MARK with an unknown option", "trace-iptables", _sub("--set-xmark 0x4000/0x4000", "--bogus 0x4000"),
+            ("line 8", "-j MARK: unknown option --bogus")),
+    Hostile("-I past the chain's end", "trace-iptables", _sub("-A KUBE-MARK-DROP -j", "-I KUBE-MARK-DROP 9 -j"),
+            ("line 7", "index of insertion too big")),
     Hostile("a jump loop", "trace-iptables", _sub("COMMIT", "-A KUBE-SERVICES -j KUBE-NODEPORTS\n"
                                                             "-A KUBE-NODEPORTS -j KUBE-SERVICES\nCOMMIT"),
             ("jump loop KUBE-", "ELOOP")),
