@@ -70,6 +70,16 @@ _TARGET_CHECKS = {
 }
 
 
+_MARK_OPTIONS = frozenset(("--set-xmark", "--set-mark", "--or-mark", "--and-mark", "--xor-mark"))
+_NAT_FLAGS = frozenset(("--random", "--random-fully", "--persistent"))
+# the options of the targets kube-proxy writes (their libxt_* parsers refuse any other); others are not checked
+_TARGET_OPTIONS: dict[str, frozenset[str]] = {
+    "MARK": _MARK_OPTIONS, "DNAT": _NAT_FLAGS | {"--to-destination"}, "SNAT": _NAT_FLAGS | {"--to-source"},
+    "MASQUERADE": _NAT_FLAGS | {"--to-ports"}, "REJECT": frozenset(("--reject-with",)),
+    "ACCEPT": frozenset(), "DROP": frozenset(), "RETURN": frozenset(),
+}
+
+
 _VALUED = frozenset(("--comment", "--name", "--mask", "--reject-with", "--log-prefix", "--log-level",
                      "--nflog-group", "--nflog-prefix", "--queue-num", "--set-class", "--tcp-flags", "--physdev-in",
                      "--physdev-out", "--uid-owner", "--gid-owner", "--limit", "--limit-burst"))
@@ -112,8 +122,15 @@ def check_values(p: ParsedRule) -> None:
             _check(o, _MATCH_CHECKS)
             if o.name == "--match-set" and (len(o.values) != 2 or not set(o.values[1].split(",")) <= {"src", "dst"}):
                 raise ValueError("--match-set: expected NAME src|dst[,src|dst...]")
+    known = _TARGET_OPTIONS.get(p.target or "")
     for o in p.target_options:
+        if known is not None and o.name not in known:
+            raise ValueError(f"-j {p.target}: unknown option {o.name[:40]} (iptables-restore refuses it); expected "
+                             f"{', '.join(sorted(known)) or 'no option'}")
         _check(o, _TARGET_CHECKS)
+    if p.target == "MARK" and len(p.target_options) != 1:
+        raise ValueError(f"-j MARK takes one of {', '.join(sorted(_MARK_OPTIONS))} (iptables-restore refuses "
+                         f"{'none' if not p.target_options else 'more than one'}): the rule is cut short or garbled")
 
 
 def chain_name(name: str) -> None:

@@ -20,6 +20,7 @@ from functools import lru_cache
 from kpemu.analyse.nftwalk import MAX_DEPTH
 from kpemu.dumps.jumps import loop_or_depth
 from kpemu.dumps.nftcheck import check_element, check_rule
+from kpemu.dumps.values import integer
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.nftables.listing import priority_text, rule_text
 from kpemu.proxy.nftables.tx import FAMILY, TABLE, BaseHook, Chain, Element, NSet, Rule, Table
@@ -122,10 +123,11 @@ def _element(item: str) -> tuple[str, str | None, str | None] | None:
 
 
 def duration_seconds(text: str) -> int | None:
-    """nft's `3h`, `1m30s` -> seconds (None when it is not a duration)."""
+    """nft's `3h`, `1m30s` -> seconds (None when it is not a duration); ValueError when a number in
+    it is longer than any nft prints (values.MAX_DIGITS), which int() could not even read."""
     if not re.fullmatch(r"(?:\d+(?:ms|d|h|m|s))+", text):
         return None
-    return sum(int(n) * _UNIT[u] for n, u in _DURATION.findall(text))
+    return sum(integer(n, 0, 2**64 - 1, "a duration") * _UNIT[u] for n, u in _DURATION.findall(text))
 
 
 @lru_cache(maxsize=256)
@@ -263,6 +265,16 @@ class _Reader:
         self.refs.append((self.n, chain, rule.text))
         return rule
 
+    def timeout(self, what: str, text: str) -> int:
+        """A set's `timeout` line as seconds; InputError naming the line when it is not a duration nft prints."""
+        try:
+            seconds = duration_seconds(text)
+        except ValueError as e:
+            raise self.bad(f"timeout of {what}: {e}") from None
+        if seconds is None:
+            raise self.bad(f"timeout of {what}: {text[:40]!r} is not a duration; expected e.g. 3h or 1m30s")
+        return seconds
+
     def check_references(self, t: Table) -> None:
         """Every chain a rule or map element jumps to and every set it names is in the table (nft
         guarantees it, so a dump where one is not was cut or edited)."""
@@ -302,7 +314,7 @@ class _Reader:
             elif line.startswith("flags "):
                 s.flags = tuple(f.strip() for f in line[len("flags "):].split(","))
             elif line.startswith("timeout "):
-                s.timeout = duration_seconds(line[len("timeout "):])
+                s.timeout = self.timeout(f"{kind} {name}", line[len("timeout "):])
             elif line.startswith("comment "):
                 s.comment = self.comment(line)
             elif not line.startswith(_SET_PROPS):

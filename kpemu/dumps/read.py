@@ -174,6 +174,9 @@ def _check_rule(table: _Table, line: str, path: str, n: int) -> None:
         except ValueError as e:
             raise _bad(path, n, f"-I {chain}: {e}") from None
         pos, args = int(args[0]), args[1:]
+        if pos > len(table.out.chain(chain).rules) + 1:
+            raise _bad(path, n, f"-I {chain} {pos}: the chain has {len(table.out.chain(chain).rules)} rule(s) "
+                                "before it (iptables-restore refuses an index of insertion too big)")
     try:
         p = parse_args(args)
     except IndexError:
