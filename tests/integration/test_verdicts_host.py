@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from kpemu.kernel.probe import FAULT_FEATURES
 from kpemu.model.scenario import load_scenario
 from kpemu.plan.fabric import plan_fabric
 from kpemu.run import analyse, collected_from_json, resolved, scenario_job
+from kpemu.statedir import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
@@ -67,6 +69,7 @@ def test_removing_the_dropping_rule_by_hand_changes_the_verdict(tmp_path: Path) 
         second = _verdict(sc, job, state, tmp_path / "without-rule")
     finally:
         execute.destroy(state.namespaces, state.lab)
+        shutil.rmtree(scratch_dir(state.lab), ignore_errors=True)  # _traffic's trace files (collect removes them)
     assert not list_netns(f"kp-{sc.topology.name}-")
     v1, v2 = first["verdict"], second["verdict"]
     assert v1["action"] == "DROP" and v1["at"] == "node2" and v1["hook"] == "INPUT" and v1["table"] == "filter"
