@@ -72,7 +72,7 @@ def facts() -> Facts:
     from kpemu.docker.engine import why_unavailable
     from kpemu.kernel.probe import GUEST_FEATURES, find_tool, probe
 
-    caps = probe(kvm=False)
+    caps = probe(kvm=False, in_guest=vm.in_guest())
     lacking = caps.missing(GUEST_FEATURES) if caps.root else None
     if lacking is None:
         need, why = None, "needed where this kernel lacks IPVS, IPIP or dummy (not probed: run as root)"

@@ -236,9 +236,10 @@ def collect_scenario(sc: Scenario, out: Path, trace: bool = True, progress: Prog
     """The kernel half of a run on this kernel (kpemu.jobs.execute): deploy, serve, capture, send,
     snapshot, destroy (always). Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`."""
     from kpemu.jobs.execute import collect
+    from kpemu.vm import in_guest
 
     lab.require_root()
-    return collect(scenario_job(sc, trace, plan=plan), out, progress)
+    return collect({**scenario_job(sc, trace, plan=plan), "in_guest": in_guest()}, out, progress)
 
 
 def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
@@ -306,7 +307,7 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
     from kpemu.kernel.probe import FAULT_FEATURES, probe
     from kpemu.runtime import choose_runtime
 
-    caps = probe(kvm=False) if req == "auto" else None
+    caps = probe(kvm=False, in_guest=False) if req == "auto" else None
     return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps,
                            [f for fault in sc.spec.faults for f in FAULT_FEATURES.get(fault.kind, ())])
             for sc in scenarios]
@@ -322,7 +323,7 @@ def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update
 
     release = guest.kernel_release()
     plans = [run_plan(sc, release) for sc, _ in scenarios]
-    reqs = [("collect", {"job": {**scenario_job(sc, trace, release, plan), "render": False}})
+    reqs = [("collect", {"job": {**scenario_job(sc, trace, release, plan), "render": False, "in_guest": True}})
             for (sc, _), plan in zip(scenarios, plans, strict=True)]
     with contextlib.ExitStack() as held:  # each output folder is this run's from here on
         for _, out in scenarios:

@@ -31,7 +31,7 @@ def choose_runtime(requested: str | None, needs: Iterable[tuple[str, str]],
     if req == "vm":
         return "vm", "--runtime vm asked for the guest kernel"
     pairs = sorted(set(needs))
-    caps = caps if caps is not None else probe(kvm=False)
+    caps = caps if caps is not None else probe(kvm=False, in_guest=False)  # not in the guest: answered above
     lacking: dict[str, list[str]] = {}
     for cni, mode in pairs:
         ok, missing = can_run(caps, cni, mode)

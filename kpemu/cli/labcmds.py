@@ -23,8 +23,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if topo.containers():
         from kpemu.docker.engine import blocker
         from kpemu.errors import EnvironmentProblem
+        from kpemu.vm import in_guest
 
-        if why := blocker(True, runtime):
+        if why := blocker(True, runtime == "vm" or in_guest()):
             raise EnvironmentProblem(f"lab {topo.name}: {why[0]}", why[1])
     console = human_console()
     if runtime == "vm":

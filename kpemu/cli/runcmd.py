@@ -103,10 +103,11 @@ def _without_blocked(scenarios: list[Scenario], decisions: list[tuple[str, str]]
     as skipped with the reason, and the others run."""
     from kpemu.docker.engine import blocker
     from kpemu.errors import EnvironmentProblem
+    from kpemu.vm import in_guest
 
     keep = []
     for sc, d in zip(scenarios, decisions, strict=True):
-        why = blocker(bool(sc.topology.containers()), d[0])
+        why = blocker(bool(sc.topology.containers()), d[0] == "vm" or in_guest())
         if why is None:
             keep.append((sc, d))
         elif len(scenarios) == 1:

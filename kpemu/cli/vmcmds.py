@@ -42,8 +42,9 @@ def doctor_data(caps: object) -> dict:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from kpemu.kernel.probe import probe
+    from kpemu.vm import in_guest
 
-    caps = probe()
+    caps = probe(in_guest=in_guest())
     emit(args, doctor_data(caps), lambda d: _doctor_table(caps, d))
     return 0
 

@@ -79,11 +79,12 @@ HOST_ONLY = "docker members need the host runtime"
 HOST_ONLY_FIX = "run the IPVS half natively (a kernel with IPVS) or drop `image:`"
 
 
-def blocker(has_containers: bool, runtime: str) -> tuple[str, str] | None:
-    """Why a lab with container members cannot run in `runtime` (host | vm), with the fix; None if it can."""
+def blocker(has_containers: bool, guest_kernel: bool) -> tuple[str, str] | None:
+    """Why a lab with container members cannot run where its runtime puts it (`guest_kernel`: in kpemu's
+    guest, as the runtime says), with the fix; None if it can."""
     if not has_containers:
         return None
-    if runtime == "vm" or os.environ.get("KPEMU_IN_GUEST") == "1":
+    if guest_kernel:
         return f"{HOST_ONLY}, and this one needs the guest kernel", HOST_ONLY_FIX
     why = why_unavailable()
     if why:

@@ -281,7 +281,7 @@ def _traffic(job: dict[str, Any], out: Path, progress: Progress, drops: DropSess
     with timed("save the rules"):
         snapshot.save_rules(nodes, job["backend"], job["rule_kinds"], out / "rules")
     with timed("apply the faults"):  # after the rules are saved: rules/ is what kube-proxy programmed
-        col["faults"] = apply_faults(job.get("faults") or [], job["backend"])
+        col["faults"] = apply_faults(job.get("faults") or [], job["backend"], in_guest=job.get("in_guest", False))
     caps = []
     with _servers(job):
         try:
@@ -296,7 +296,8 @@ def _traffic(job: dict[str, Any], out: Path, progress: Progress, drops: DropSess
                 with timed(f"flow {flow['name']}"):
                     _one_flow(job, flow, col, out)
                 windows[flow["name"]] = (start, time.monotonic_ns())
-                col["faults"] += apply_faults(job.get("faults") or [], job["backend"], after=flow["name"])
+                col["faults"] += apply_faults(job.get("faults") or [], job["backend"], after=flow["name"],
+                                              in_guest=job.get("in_guest", False))
                 outcomes = [c["outcome"] for c in col["results"][flow["name"]]["connections"]]
                 progress(f"flow {flow['name']}: {', '.join(outcomes) or 'no result'}")
             time.sleep(job["settle"])
@@ -385,7 +386,8 @@ def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> floa
     with _sigterm_as_interrupt():
         try:
             # the drop tracer attaches while the lab is deployed; its scratch files are this run's, as the lab is
-            drops = start_drop_tracing(scratch_dir(job["lab"]) / "drops.txt") if job["trace"] else None
+            drops = (start_drop_tracing(scratch_dir(job["lab"]) / "drops.txt", job.get("in_guest", False))
+                     if job["trace"] else None)
             state = deploy(job, progress, claimed)
             try:
                 prepare_out(out)  # only once the lab is ours: a refused run leaves the folder alone

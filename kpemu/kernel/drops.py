@@ -179,15 +179,16 @@ def why_no_reasons() -> str | None:
     return None
 
 
-def why_unavailable() -> str | None:
+def why_unavailable(in_guest: bool = False) -> str | None:
     """Why this kernel or machine cannot trace drops by tuple (bpftrace), or None when it can (cheap checks
-    only); the time-window reader may still run (`why_no_reasons`)."""
+    only); the time-window reader may still run (`why_no_reasons`). `in_guest`: the runtime runs this in
+    kpemu's guest (where software emulation makes bpftrace too slow to start)."""
     if (why := why_no_reasons()) is not None:
         return why
     forced = os.environ.get("KPEMU_DROP_TRACE")
     if forced == "tracefs":
         return "bpftrace not used (KPEMU_DROP_TRACE=tracefs)"
-    if forced != "bpftrace" and os.environ.get("KPEMU_IN_GUEST") == "1" and scaled(1.0) > 1.0:
+    if forced != "bpftrace" and in_guest and scaled(1.0) > 1.0:
         return ("bpftrace not used in a software-emulated guest, where it takes about a minute to start "
                 "(KPEMU_DROP_TRACE=bpftrace uses it anyway)")
     if shutil.which("bpftrace") is None:
@@ -297,9 +298,9 @@ class DropSession:
         return len(f) > 2 and f[2].isdigit() and int(f[2]) in self.members
 
 
-def start_drop_tracing(path: Path) -> DropSession:
+def start_drop_tracing(path: Path, in_guest: bool = False) -> DropSession:
     """Start bpftrace for drops outside the root namespace (or, without it, the tracefs reader); output
-    goes to `path`.
+    goes to `path`. `in_guest`: as `why_unavailable`.
 
     Returns at once (attaching takes a while): `watch()` the lab's namespaces once deployed and
     `wait_ready()` before the traffic. A session that cannot run has `unavailable` set and
@@ -309,7 +310,7 @@ def start_drop_tracing(path: Path) -> DropSession:
     session.unavailable = why_no_reasons()
     if session.unavailable is not None:
         return session
-    session.by_time = why_unavailable()
+    session.by_time = why_unavailable(in_guest)
     env = dict(os.environ)
     if session.by_time is None:
         try:

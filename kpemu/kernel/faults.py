@@ -7,7 +7,6 @@ so the job executor can run it (in the guest too).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +19,22 @@ CMDLINE = Path("/proc/cmdline")
 _RESTORE: list[tuple[Path, str]] = []  # kernel-wide settings a fault changed: (path, value before), in order
 
 
-def in_kpemu_guest() -> bool:
-    """Whether this is kpemu's guest: its agent's environment, and a kernel booted by virtme-ng (whose
-    command line carries virtme's parameters). Either alone could be set by mistake on a host."""
+def in_kpemu_guest(said: bool) -> bool:
+    """Whether this is kpemu's guest: the runtime `said` so (kpemu.runtimes.in_guest, carried by the job),
+    and the kernel was booted by virtme-ng (its command line carries virtme's parameters). Either
+    alone could be set by mistake on a host."""
     try:
         booted_by_virtme = "virtme" in CMDLINE.read_text()
     except OSError:
         return False
-    return os.environ.get("KPEMU_IN_GUEST") == "1" and booted_by_virtme
+    return said and booted_by_virtme
 
 
-def _set_kernel_wide(key: str, value: str, kind: str) -> str:
-    """Set a kernel-wide sysctl (from the initial network namespace); only in a kpemu guest, which is
-    disposable: the host's kernel-wide settings are never changed. Restored by `restore_kernel_wide`."""
-    if not in_kpemu_guest():
+def _set_kernel_wide(key: str, value: str, kind: str, in_guest: bool) -> str:
+    """Set a kernel-wide sysctl (from the initial network namespace); only in a kpemu guest (`in_guest`,
+    as the runtime says, and `in_kpemu_guest`), which is disposable: the host's kernel-wide settings are
+    never changed. Restored by `restore_kernel_wide`."""
+    if not in_kpemu_guest(in_guest):
         raise ApplyError(f"fault {kind}: {key.replace('/', '.')} is kernel-wide; kpemu sets it only in its guest "
                          "kernel, never on the host (run with --runtime vm)")
     path = PROC_SYS / key
@@ -69,12 +70,13 @@ def _run(ns: str, argv: list[str], what: str, text: str | None = None) -> str:
     return res.stdout
 
 
-def apply_fault(step: dict[str, Any], backend: str = "nft") -> list[str]:
-    """Apply one fault; returns what was done, command by command (for the run's record)."""
+def apply_fault(step: dict[str, Any], backend: str = "nft", in_guest: bool = False) -> list[str]:
+    """Apply one fault (`in_guest`: the runtime runs this in kpemu's guest); returns what was done,
+    command by command (for the run's record)."""
     ns, kind = step["netns"], step["kind"]
     done: list[str] = []
     if step.get("kernel_wide"):  # first: on the host it is refused before anything else changes
-        done.append(_set_kernel_wide(*step["kernel_wide"], kind))
+        done.append(_set_kernel_wide(*step["kernel_wide"], kind, in_guest))
     for argv in step.get("commands") or []:
         _run(ns, list(argv), kind)
         done.append(" ".join(argv))
@@ -92,7 +94,8 @@ def apply_fault(step: dict[str, Any], backend: str = "nft") -> list[str]:
     return done
 
 
-def apply_faults(steps: list[dict[str, Any]], backend: str = "nft", after: str | None = None) -> list[dict[str, Any]]:
-    """Apply, in order, the faults due before the first flow (`after` None) or after the flow `after`;
-    each step's JSON with `done` added."""
-    return [{**s, "done": apply_fault(s, backend)} for s in steps if s.get("after") == after]
+def apply_faults(steps: list[dict[str, Any]], backend: str = "nft", after: str | None = None,
+                 in_guest: bool = False) -> list[dict[str, Any]]:
+    """Apply, in order, the faults due before the first flow (`after` None) or after the flow `after`
+    (`in_guest`: as `apply_fault`); each step's JSON with `done` added."""
+    return [{**s, "done": apply_fault(s, backend, in_guest)} for s in steps if s.get("after") == after]

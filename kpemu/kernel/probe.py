@@ -326,11 +326,12 @@ class _Prober:
         self.add("match:nfacct", ok, "iptables -m nfacct (xt_nfacct)", err)
 
 
-def probe(kvm: bool = True) -> Capabilities:
+def probe(kvm: bool = True, in_guest: bool = False) -> Capabilities:
     """Probe this kernel and machine; returns every feature with ok/missing and how it was probed.
 
     Kernel features need root (a namespace is created); without root they are reported missing
-    with that reason. `kvm=False` skips the QEMU/KVM trial.
+    with that reason. `kvm=False` skips the QEMU/KVM trial; `in_guest`: this is kpemu's guest, as
+    the runtime says.
     """
     t0 = time.monotonic()
     caps = Capabilities(kernel=os.uname().release, root=os.geteuid() == 0)
@@ -338,7 +339,7 @@ def probe(kvm: bool = True) -> Capabilities:
         path = find_tool(tool)
         caps.features[f"tool:{tool}"] = Feature(f"tool:{tool}", path is not None, f"which {tool}",
                                                 "" if path else "not on PATH")
-    caps.features["conntrack:max"] = _conntrack_max()
+    caps.features["conntrack:max"] = _conntrack_max(in_guest)
     if kvm:
         ok, how = kvm_usable()
         caps.features["kvm"] = Feature("kvm", ok, "start qemu with accel=kvm", "" if ok else how)
@@ -367,14 +368,15 @@ def probe(kvm: bool = True) -> Capabilities:
     return caps
 
 
-def _conntrack_max() -> Feature:
+def _conntrack_max(in_guest: bool) -> Feature:
     """Whether a lab's conntrack limit may be set: nf_conntrack_max is one kernel-wide value, writable only
-    in the initial network namespace, so only inside kpemu's guest (disposable), never on the host."""
+    in the initial network namespace, so only inside kpemu's guest (disposable; `in_guest`, as the
+    runtime says), never on the host."""
     how = "nf_conntrack_max writable from the initial namespace of a kpemu guest"
     from kpemu.kernel.faults import PROC_SYS, in_kpemu_guest
     from kpemu.plan.faults import CONNTRACK_MAX
 
-    if not in_kpemu_guest():  # the very check the fault itself makes before it sets the value
+    if not in_kpemu_guest(in_guest):  # the very check the fault itself makes before it sets the value
         return Feature("conntrack:max", False, how, "nf_conntrack_max is kernel-wide (writable only in the initial "
                                                     "network namespace) and kpemu never changes the host's")
     path = PROC_SYS / CONNTRACK_MAX

@@ -195,11 +195,9 @@ def test_test_image_rootfs_is_busybox_and_a_page_naming_the_pod() -> None:
 def test_container_members_need_the_host_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     from kpemu.docker.engine import HOST_ONLY, blocker
 
-    assert blocker(False, "vm") is None  # bare labs go anywhere
-    reason, fix = blocker(True, "vm")  # type: ignore[misc]
+    assert blocker(False, guest_kernel=True) is None  # bare labs go anywhere
+    reason, fix = blocker(True, guest_kernel=True)  # type: ignore[misc]
     assert reason.startswith(HOST_ONLY) and "drop `image:`" in fix
-    monkeypatch.setenv("KPEMU_IN_GUEST", "1")
-    assert blocker(True, "host") == (reason, fix)
 
 
 def test_reports_show_what_an_http_flow_got() -> None:

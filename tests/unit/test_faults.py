@@ -196,21 +196,19 @@ def test_conntrack_full_sets_the_kernel_wide_limit_only_in_the_guest_and_puts_it
     step = plan_fault(_topo(), Fault(kind="conntrack-full", node="node1", limit=4))
     assert (step.netns, step.commands, step.kernel_wide) == ("kp-flannel-node1", (("conntrack", "-F"),),
                                                              ("net/netfilter/nf_conntrack_max", "4"))
-    monkeypatch.delenv("KPEMU_IN_GUEST", raising=False)
     with pytest.raises(ApplyError, match="kernel-wide; kpemu sets it only in its guest kernel, never on the host"):
-        faults._set_kernel_wide("net/netfilter/nf_conntrack_max", "4", "conntrack-full")
-    monkeypatch.setenv("KPEMU_IN_GUEST", "1")  # the variable alone, on a kernel virtme did not boot: refused
+        faults._set_kernel_wide("net/netfilter/nf_conntrack_max", "4", "conntrack-full", False)
     monkeypatch.setattr(faults, "CMDLINE", tmp_path / "cmdline")
     (tmp_path / "cmdline").write_text("console=ttyS0 quiet panic=1\n")
-    with pytest.raises(ApplyError, match="never on the host"):
-        faults._set_kernel_wide("net/netfilter/nf_conntrack_max", "4", "conntrack-full")
+    with pytest.raises(ApplyError, match="never on the host"):  # the runtime's word alone, on a kernel virtme
+        faults._set_kernel_wide("net/netfilter/nf_conntrack_max", "4", "conntrack-full", True)  # did not boot
     # in the guest: written, then restored (a stand-in /proc/sys: this test must not change the kernel)
     (tmp_path / "cmdline").write_text("console=ttyS0 virtme_hostname=kpemu virtme.exec=`...`\n")
     monkeypatch.setattr(faults, "PROC_SYS", tmp_path)
     knob = tmp_path / "net" / "netfilter" / "nf_conntrack_max"
     knob.parent.mkdir(parents=True)
     knob.write_text("65536\n")
-    done = faults._set_kernel_wide("net/netfilter/nf_conntrack_max", "4", "conntrack-full")
+    done = faults._set_kernel_wide("net/netfilter/nf_conntrack_max", "4", "conntrack-full", True)
     assert done == "sysctl -w net.netfilter.nf_conntrack_max=4 (kernel-wide, was 65536; restored after the run)"
     assert knob.read_text() == "4"
     faults.restore_kernel_wide()
@@ -221,7 +219,7 @@ def test_a_fault_only_the_guest_may_apply_sends_the_scenario_to_the_guest() -> N
     from kpemu.kernel.probe import FAULT_FEATURES, Capabilities, Feature, _conntrack_max
     from kpemu.runtime import choose_runtime
 
-    host = _conntrack_max()
+    host = _conntrack_max(in_guest=False)
     assert not host.ok and "kpemu never changes the host's" in host.detail
     caps = Capabilities(kernel="6.18", root=True, features={"conntrack:max": host})
     caps.features.update({n: Feature(n, True, "test") for n in
