@@ -68,11 +68,14 @@ def exit_code(found: list[Row]) -> int:
 
 def facts() -> Facts:
     """This machine's facts (probes this kernel as root; without root the guest's need is unknown)."""
-    from kpemu import system, vm
+    from kpemu import system
     from kpemu.docker.engine import why_unavailable
-    from kpemu.kernel.probe import GUEST_FEATURES, find_tool, probe
+    from kpemu.kernel.probe import GUEST_FEATURES
+    from kpemu.runtimes import probe_here
+    from kpemu.runtimes.kernels import find_kernel
+    from kpemu.runtimes.qemu import find_tool
 
-    caps = probe(kvm=False, in_guest=vm.in_guest())
+    caps = probe_here()
     lacking = caps.missing(GUEST_FEATURES) if caps.root else None
     if lacking is None:
         need, why = None, "needed where this kernel lacks IPVS, IPIP or dummy (not probed: run as root)"
@@ -86,7 +89,7 @@ def facts() -> Facts:
         have_virtme = True
     except ImportError:
         have_virtme = False
-    kernel = vm.find_kernel()
+    kernel = find_kernel()
     return Facts(tuple(system.missing_packages()), need, why, have_virtme, find_tool("vng") is not None,
                  find_tool("qemu-system-x86_64") is not None,
                  None if kernel is None else f"{kernel.version} ({kernel.origin})", why_unavailable())

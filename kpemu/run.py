@@ -10,15 +10,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kpemu import lab
 from kpemu.analyse.expect import Check, check_died, check_flow, check_goldens, fixed_ports, write_goldens
 from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, with_verdicts
 from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
@@ -34,6 +31,9 @@ from kpemu.plan.types import Interface, Plan
 from kpemu.proxy.modes import proxy_state
 from kpemu.report.html import render_html
 from kpemu.report.markdown import render_markdown
+from kpemu.runtimes.base import Gathered, Runtime, Work
+from kpemu.runtimes.guest import GuestRuntime
+from kpemu.runtimes.host import HostRuntime
 from kpemu.traffic.result import FlowResult
 
 Progress = Callable[[str], None]  # told what a run is doing now (the CLI shows it)
@@ -77,19 +77,6 @@ class Collected:
     points: list[Interface] = field(default_factory=list)
     traces: dict[str, TraceData] = field(default_factory=dict)  # flow -> trace texts and counter snapshots
     faults: list[dict] = field(default_factory=list)  # the faults applied (plan step + commands run)
-
-
-def _warm_scapy() -> threading.Thread:
-    """Import scapy in the background while the lab runs (it takes about a second)."""
-
-    def imp() -> None:
-        with contextlib.suppress(Exception):
-            import scapy.layers.inet
-            import scapy.layers.vxlan  # noqa: F401
-
-    t = threading.Thread(target=imp, daemon=True)
-    t.start()
-    return t
 
 
 def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
@@ -199,17 +186,9 @@ def collected_from_json(data: dict[str, Any]) -> Collected:
     )
 
 
-def resolved(sc: Scenario, runtime: str) -> Scenario:
-    """The scenario with what depends on the machine decided: randomFully from the iptables version,
-    nfacct from what the kernel of `runtime` (host or vm) can create."""
-    from kpemu.kernel.netfilter import resolve_random_fully
-    from kpemu.kernel.nfacct import supported_here, with_nfacct
-
-    if runtime == "vm":
-        from kpemu.guest import nfacct_supported as supported
-    else:
-        supported = supported_here
-    return replace(sc, topology=with_nfacct(resolve_random_fully(sc.topology), supported))
+def resolved(sc: Scenario, runtime: Runtime) -> Scenario:
+    """The scenario with what depends on the machine decided for `runtime` (kpemu.runtimes.base.Runtime.resolve)."""
+    return replace(sc, topology=runtime.resolve(sc.topology))
 
 
 def run_plan(sc: Scenario, kernel: str | None = None) -> Plan:
@@ -232,18 +211,19 @@ def scenario_job(sc: Scenario, trace: bool = True, kernel: str | None = None, pl
 
 @holding_out_dir
 def collect_scenario(sc: Scenario, out: Path, trace: bool = True, progress: Progress = _quiet,
-                     plan: Plan | None = None) -> float:
-    """The kernel half of a run on this kernel (kpemu.jobs.execute): deploy, serve, capture, send,
+                     plan: Plan | None = None, runtime: HostRuntime | None = None) -> Gathered:
+    """The kernel half of a run on this kernel (kpemu.runtimes.host): deploy, serve, capture, send,
     snapshot, destroy (always). Writes pcaps/, capture/, rules/, trace/ and collected.json into `out`."""
-    from kpemu.jobs.execute import collect
-    from kpemu.vm import in_guest
-
-    lab.require_root()
-    return collect({**scenario_job(sc, trace, plan=plan), "in_guest": in_guest()}, out, progress)
+    got = (runtime or HostRuntime()).collect([Work(sc.name, scenario_job(sc, trace, plan=plan), out)], out / "guest",
+                                            progress)[0]
+    if isinstance(got, KpemuError):
+        raise got
+    return got
 
 
 def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
-                     reason: str = "", progress: Progress = _quiet, plan: Plan | None = None) -> RunResult:
+                     reason: str = "", progress: Progress = _quiet, plan: Plan | None = None,
+                     got: Gathered | None = None) -> RunResult:
     """The pure half of a run, from the files `collect_scenario` left in `out`: ledger, attribution,
     oracle, checks; writes hops.json, report.md and report.html. `plan`: the run's (`run_plan`), made
     here for the kernel that collected the files when not given."""
@@ -251,7 +231,7 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     path = out / COLLECTED
     if not path.is_file():
         raise EnvironmentProblem(f"{sc.name}: the run left no {path} (the collection did not finish)",
-                                 f"see {out / 'guest'} for the guest's logs" if runtime == "vm" else "")
+                                 got.logs if got else "")
     data = json.loads(path.read_text())
     if "readback" in data:
         check_saved_rules(data["readback"], out / "rules")
@@ -279,15 +259,13 @@ def run_files(out: Path) -> list[str]:
 
 
 @holding_out_dir
-def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: str = "host",
+def run_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runtime: HostRuntime | None = None,
                  reason: str = "", trace: bool = True, progress: Progress = _quiet) -> RunResult:
     """Run one (resolved) scenario on this kernel; write report.md/.html, hops.json, pcaps/, capture/,
     rules/, trace/."""
-    warm = _warm_scapy()
     plan = run_plan(sc)
-    collect_scenario(sc, out, trace, progress, plan)
-    warm.join(timeout=10)
-    return analyse_scenario(sc, out, update_goldens, runtime, reason, progress, plan)
+    got = collect_scenario(sc, out, trace, progress, plan, runtime)
+    return analyse_scenario(sc, out, update_goldens, "host", reason, progress, plan, got)
 
 
 def out_dir_for(out: str | None, name: str, several: bool) -> Path:
@@ -297,64 +275,29 @@ def out_dir_for(out: str | None, name: str, several: bool) -> Path:
     return Path(out) / name if several else Path(out)
 
 
-def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tuple[str, str]]:
-    """(runtime, reason) per scenario. Probes this kernel once, only when it has to decide."""
-    req = requested or os.environ.get("KPEMU_RUNTIME") or "auto"
-    if os.environ.get("KPEMU_IN_GUEST") == "1":
-        return [("host", "already inside the guest kernel")] * len(scenarios)
-    if req == "host":
-        return [("host", "--runtime host: this kernel, as asked")] * len(scenarios)
-    from kpemu.kernel.probe import FAULT_FEATURES, probe
-    from kpemu.runtime import choose_runtime
-
-    caps = probe(kvm=False, in_guest=False) if req == "auto" else None
-    return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps,
-                           [f for fault in sc.spec.faults for f in FAULT_FEATURES.get(fault.kind, ())])
-            for sc in scenarios]
-
-
 def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update_goldens: bool, reason: str,
                  trace: bool = True, progress: Progress = _quiet, notice: Progress = _quiet,
                  ) -> tuple[list[RunResult], list[tuple[str, KpemuError]]]:
-    """The kernel half of each scenario in the guest (the warm one if up, else one cold boot for all;
-    a fresh one for what a hung guest left, told to `notice`), then the analysis here; results, and
-    (name, error) for each scenario whose collection failed."""
-    from kpemu import guest
-
-    release = guest.kernel_release()
+    """The kernel half of each scenario in the guest (kpemu.runtimes.guest: the warm one if up, else one cold
+    boot for all; a fresh one for what a hung guest left, told to `notice`), then the analysis here; results,
+    and (name, error) for each scenario whose collection failed."""
+    runtime = GuestRuntime()
+    release = runtime.kernel_release()
     plans = [run_plan(sc, release) for sc, _ in scenarios]
-    reqs = [("collect", {"job": {**scenario_job(sc, trace, release, plan), "render": False, "in_guest": True}})
-            for (sc, _), plan in zip(scenarios, plans, strict=True)]
+    jobs = [Work(sc.name, scenario_job(sc, trace, release, plan), out)
+            for (sc, out), plan in zip(scenarios, plans, strict=True)]
     with contextlib.ExitStack() as held:  # each output folder is this run's from here on
         for _, out in scenarios:
             held.enter_context(out_dir_lock(out))
-        how, answers = guest.send(reqs, cold_root, progress, notice)
-        return _analyse_guest_runs(scenarios, plans, answers, how, update_goldens, reason, progress)
-
-
-def _analyse_guest_runs(scenarios: list[tuple[Scenario, Path]], plans: list[Plan], answers: list[tuple[Path, dict]],
-                        how: str, update_goldens: bool, reason: str, progress: Progress,
-                        ) -> tuple[list[RunResult], list[tuple[str, KpemuError]]]:
-    """Move what the guest collected into each output folder, render its captures, analyse it (with the
-    plan its job was made from)."""
-    from kpemu.capture.tcpdump import render_pcaps
-    from kpemu.jobs.execute import prepare_out
-
-    results, failed = [], []
-    for (sc, out), plan, (work, res) in zip(scenarios, plans, answers, strict=True):
-        if res["rc"] != 0:
-            failed.append((sc.name, EnvironmentProblem(f"{sc.name}: in the guest: {res.get('error', '')}",
-                                                       f"see {work}")))
-            continue
-        prepare_out(out)
-        for item in work.iterdir():
-            dest = out / ("guest-progress.log" if item.name == "log" else item.name)
-            shutil.rmtree(dest, ignore_errors=True)
-            shutil.move(str(item), dest)
-        render_pcaps(sorted((out / "pcaps").glob("*.pcap")), out / "capture")
-        try:
-            results.append(analyse_scenario(sc, out, update_goldens, "vm", f"{reason}; {how} guest", progress,
-                                            plan))
-        except KpemuError as e:
-            failed.append((sc.name, e))
-    return results, failed
+        gathered = runtime.collect(jobs, cold_root, progress, notice)
+        results, failed = [], []
+        for (sc, out), plan, got in zip(scenarios, plans, gathered, strict=True):
+            if isinstance(got, KpemuError):
+                failed.append((sc.name, got))
+                continue
+            try:
+                results.append(analyse_scenario(sc, out, update_goldens, "vm", f"{reason}; {got.how}", progress,
+                                                plan, got))
+            except KpemuError as e:
+                failed.append((sc.name, e))
+        return results, failed

@@ -16,7 +16,6 @@ from kpemu import __version__
 from kpemu.cli import clustercmds, labcmds, offline, runcmd, runscmd, setupcmd, vmcmds
 from kpemu.cli.base import Parser, add_command
 from kpemu.errors import InputError, KpemuError
-from kpemu.kernel import runowner
 
 COMMANDS = (offline, clustercmds, labcmds, vmcmds, runcmd, runscmd, setupcmd)
 EPILOG = """examples:
@@ -83,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command and not getattr(args, "takes_command", None):
             raise InputError(f"kpemu {args.command}: takes no command after --")
         args.cmd = command
-        runowner.adopt()  # every process this command starts carries its token: a kill leaves none unfound
+        from kpemu.runtimes import adopt_owner
+
+        adopt_owner()  # every process this command starts carries its token: a kill leaves none unfound
         return int(args.func(args))
     except KpemuError as e:
         print(f"kpemu: {e}" if not isinstance(e, InputError) else str(e), file=sys.stderr)

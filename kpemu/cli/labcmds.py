@@ -12,97 +12,50 @@ from kpemu.errors import InputError
 def cmd_deploy(args: argparse.Namespace) -> int:
     import subprocess
 
-    from kpemu import lab
+    from kpemu import runtimes
     from kpemu.examples import resolve
     from kpemu.model import load_topology
-    from kpemu.runtime import choose_runtime
 
     topo = load_topology(resolve(args.file), args.name)
-    lab.require_root()
-    runtime, reason = choose_runtime(args.runtime, [(topo.cni, topo.kubeProxy.mode)])
-    if topo.containers():
-        from kpemu.docker.engine import blocker
-        from kpemu.errors import EnvironmentProblem
-        from kpemu.vm import in_guest
-
-        if why := blocker(True, runtime == "vm" or in_guest()):
-            raise EnvironmentProblem(f"lab {topo.name}: {why[0]}", why[1])
+    runtime, reason = runtimes.for_deploy(args.runtime, topo)
     console = human_console()
-    if runtime == "vm":
-        from kpemu import guest
-
-        console.print(f"runtime: vm ({reason})")
-        res = guest.deploy_lab(topo, args.file, lambda m: console.print(f"vm: {m}"))
-        print(f"lab {topo.name} deployed in the guest: {len(res['namespaces'])} namespaces in {res['seconds']:.2f}s; "
-              f"kpemu exec/inspect/destroy {topo.name} reach it there")
-    else:
-        state = lab.deploy(topo, source=args.file)
-        print(f"lab {state.lab} deployed: {len(state.namespaces)} namespaces in {state.deploy_seconds:.2f}s")
+    print(runtime.deploy(topo, args.file, reason, console.print))
     if args.cmd:  # run on this machine; `kpemu exec` in it reaches the lab wherever it lives
         return subprocess.run(args.cmd, check=False).returncode
     return 0
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
-    from kpemu import guest, lab
+    from kpemu import runtimes
 
     if not args.all and not args.name:
         raise InputError("kpemu destroy: give a lab NAME or --all")
-    lab.require_root()
     if args.all:
-        print(lab.destroy_all().summary())
-        stopped, left = guest.stop_all()
-        if stopped:
-            print(f"stopped the guest (pids {' '.join(map(str, stopped))})")
-        for why in left:
-            print(f"left alone, in use: {why}")
+        for line in runtimes.destroy_all():
+            print(line)
         return 0
-    if lab.load_state(args.name) is None:
-        res = guest.lab_request("destroy", lab=args.name)
-        if res is not None and res.get("removed"):
-            print(f"in the guest: {res['summary']}")
-            return 0
-    print(lab.destroy(args.name).summary())
+    print(runtimes.for_lab(args.name).destroy(args.name))
     return 0
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from kpemu import guest, lab
-    from kpemu.errors import KpemuError
+    from kpemu import runtimes
     from kpemu.report.inspect import render_inspect
 
-    in_guest = guest.lab_request("inspect", lab=None) or {}
-    guest_labs = (in_guest.get("data") or {}).get("labs", [])
-    for entry in guest_labs:
-        entry["runtime"] = "vm"
-    if args.name and args.name in {e["lab"] for e in guest_labs}:
-        data = {"labs": [e for e in guest_labs if e["lab"] == args.name], "orphans": []}
-    else:
-        try:
-            data = lab.inspect(args.name)
-        except KpemuError:
-            if args.name or not guest_labs:
-                raise
-            data = {"labs": [], "orphans": []}
-        if not args.name:
-            data["labs"] += guest_labs
-    emit(args, data, render_inspect)
+    emit(args, runtimes.inspect(args.name), render_inspect)
     return 0
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from kpemu import guest, lab
+    from kpemu import runtimes
 
     cmd = args.cmd
     if not cmd:
         raise InputError("kpemu exec: give a command after --, e.g. kpemu exec LAB node1 -- ip route")
-    if lab.load_state(args.name) is None:
-        res = guest.lab_request("exec", lab=args.name, member=args.member, argv=cmd)
-        if res is not None:
-            sys.stdout.write(res.get("stdout", ""))
-            sys.stderr.write(res.get("stderr", "") + (res.get("error", "") + "\n" if res.get("error") else ""))
-            return int(res["rc"])
-    return lab.exec_in(args.name, args.member, cmd)
+    res = runtimes.for_lab(args.name).exec(args.name, args.member, cmd)
+    sys.stdout.write(res.stdout)
+    sys.stderr.write(res.stderr)
+    return res.rc
 
 
 def register(sub: argparse._SubParsersAction) -> None:

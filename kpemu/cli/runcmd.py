@@ -16,13 +16,15 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from kpemu.model.scenario import Scenario
+    from kpemu.runtimes.base import Runtime
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from kpemu.model.scenario import load_scenario
     from kpemu.plan.fabric import capture_points
     from kpemu.report.terminal import print_summary
-    from kpemu.run import choose_runtimes, out_dir_for, resolved, run_in_guest, run_scenario
+    from kpemu.run import out_dir_for, resolved, run_in_guest, run_scenario
+    from kpemu.runtimes import choose, needs_of
 
     if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json):
         raise InputError("kpemu run: --compare-modes runs both modes itself; it does not combine with "
@@ -41,7 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
         raise InputError(f"kpemu run: scenario {', '.join(dups)} given twice")
-    from kpemu.lab import require_root
+    from kpemu.kernel.lab import require_root
 
     require_root()
     console = human_console(stderr=args.json)
@@ -49,13 +51,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.compare_modes:
         return max(_compare_modes(args, f, console, out_dir_for(args.out, sc.name, several))
                    for f, sc in zip(args.scenarios, scenarios, strict=True))
-    decisions = choose_runtimes(args.runtime, scenarios)
+    decisions = choose(args.runtime, [needs_of(sc) for sc in scenarios])
     scenarios, decisions = _without_blocked(scenarios, decisions, console)
     scenarios = [resolved(sc, rt) for sc, (rt, _) in zip(scenarios, decisions, strict=True)]
     worst, results = 0, []
-    in_vm = [sc for sc, (rt, _) in zip(scenarios, decisions, strict=True) if rt == "vm"]
+    in_vm = [sc for sc, (rt, _) in zip(scenarios, decisions, strict=True) if rt.batched]
     if in_vm:
-        reason = next(r for rt, r in decisions if rt == "vm")
+        reason = next(r for rt, r in decisions if rt.batched)
         console.print(f"runtime: vm for {', '.join(sc.name for sc in in_vm)} ({reason})")
         cold_root = (out_dir_for(args.out, in_vm[0].name, several) if len(in_vm) == 1
                      else Path(args.out or "runs")) / "guest"
@@ -69,11 +71,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             console.print(f"{name}: {e}")
             worst = max(worst, e.exit_code)
     for sc, (rt, reason) in zip(scenarios, decisions, strict=True):
-        if rt == "host":
+        if not rt.batched:
             console.print(f"runtime: host for {sc.name} ({reason})")
             with progress(console) as step:
-                results.append(run_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens, rt,
-                                            reason, trace=args.trace, progress=step))
+                results.append(run_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens,
+                                            rt, reason, trace=args.trace, progress=step))
     reports = []
     for res in results:
         for p in res.goldens_written[:1]:
@@ -96,18 +98,16 @@ def _notice(console: Console) -> Callable[[str], None]:
     return lambda msg: console.print(msg, markup=False, highlight=False)
 
 
-def _without_blocked(scenarios: list[Scenario], decisions: list[tuple[str, str]],
-                     console: Console) -> tuple[list[Scenario], list[tuple[str, str]]]:
+def _without_blocked(scenarios: list[Scenario], decisions: list[tuple[Runtime, str]],
+                     console: Console) -> tuple[list[Scenario], list[tuple[Runtime, str]]]:
     """Scenarios with container members that cannot run where they would (docker absent, or the
     guest kernel): one such scenario is an environment problem (exit 3); in a batch it is reported
     as skipped with the reason, and the others run."""
-    from kpemu.docker.engine import blocker
     from kpemu.errors import EnvironmentProblem
-    from kpemu.vm import in_guest
 
     keep = []
     for sc, d in zip(scenarios, decisions, strict=True):
-        why = blocker(bool(sc.topology.containers()), d[0] == "vm" or in_guest())
+        why = d[0].refuses(sc.topology)
         if why is None:
             keep.append((sc, d))
         elif len(scenarios) == 1:
@@ -146,19 +146,20 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
     from kpemu.model.modes import MODE_FACTS
     from kpemu.report.compare import print_comparison
     from kpemu.report.terminal import print_summary
-    from kpemu.run import choose_runtimes, resolved, run_in_guest, run_scenario
+    from kpemu.run import resolved, run_in_guest, run_scenario
+    from kpemu.runtimes import choose, needs_of
 
     notes: dict[str, str] = {}
     variants = _variants(file, notes)
     modes = tuple(variants)
     every, baseline = tuple(MODE_FACTS), modes[0]
-    decisions = dict(zip(modes, choose_runtimes(args.runtime, list(variants.values())), strict=True))
+    decisions = dict(zip(modes, choose(args.runtime, [needs_of(sc) for sc in variants.values()]), strict=True))
     variants = {m: resolved(sc, decisions[m][0]) for m, sc in variants.items()}
     rcs: dict[str, int] = {}
     for m in every:
         (base / m / "hops.json").unlink(missing_ok=True)
     runs = []
-    in_vm = [m for m in modes if decisions[m][0] == "vm"]
+    in_vm = [m for m in modes if decisions[m][0].batched]
     if in_vm:
         reason = next(decisions[m][1] for m in in_vm)
         console.print(f"runtime: vm for {variants[baseline].name} in {' and '.join(in_vm)} mode ({reason})")
@@ -177,7 +178,7 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
                            f"{errors[variants[m].name]}"
     for m in modes:
         rt, reason = decisions[m]
-        if rt != "host":
+        if rt.batched:
             continue
         sc = variants[m]
         console.print(f"runtime: host for {sc.name} in {m} mode, lab {sc.topology.name} ({reason})")

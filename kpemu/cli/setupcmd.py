@@ -38,9 +38,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"setup: the vm runtime also needs virtme-ng: {system.python_hint('virtme-ng>=1.30,<2')}")
     if args.vm:
-        from kpemu import vm
+        from kpemu.runtimes import setup_guest_kernel
 
-        res = vm.setup(if_needed=True)
+        res = setup_guest_kernel(if_needed=True)
         print(f"setup: guest kernel {res.action}" + (f" ({res.reason})" if res.reason else ""))
     return 0
 

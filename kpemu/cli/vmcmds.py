@@ -5,55 +5,29 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kpemu.cli.base import Parser, add_command, add_output, emit, human_console
 from kpemu.errors import InputError
 
-
-def feature_status(f: object) -> str:
-    """ok, missing, or not probed (a feature the probe could not try, e.g. kernel features without root)."""
-    return "ok" if f.ok else ("not probed" if f.how == "not probed" else "missing")
-
-
-def doctor_data(caps: object) -> dict:
-    """What `doctor` reports: every feature ok / missing / not probed, and per CNI x mode where it runs."""
-    from kpemu.cni import names
-    from kpemu.kernel.probe import PROXY_MODES, can_run
-
-    runs = {}
-    for c in names():
-        for m in PROXY_MODES:
-            ok, missing = can_run(caps, c, m)
-            unprobed = [n for n in missing if n in caps.features and feature_status(caps.features[n]) == "not probed"]
-            lacks = [n for n in missing if n not in unprobed]
-            runtime = "host" if ok else ("unknown" if unprobed and not lacks else "vm")
-            runs[f"{c}/{m}"] = {"host": ok, "runtime": runtime, "missing": lacks, "not_probed": unprobed}
-    data = caps.to_json()
-    for name, f in data["features"].items():
-        f["status"] = feature_status(caps.features[name])
-    data["runs"] = runs
-    data["vm_ready"] = caps.has("tool:qemu-system-x86_64") and caps.has("tool:vng")
-    from kpemu.docker.engine import status as docker_status
-
-    ok, detail = docker_status()
-    data["docker"] = {"ok": ok, "detail": detail}
-    return data
+if TYPE_CHECKING:
+    from kpemu.runtimes.doctor import Doctor
+    from kpemu.runtimes.kernels import GuestKernel
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from kpemu.kernel.probe import probe
-    from kpemu.vm import in_guest
+    from kpemu.runtimes.doctor import doctor
 
-    caps = probe(in_guest=in_guest())
-    emit(args, doctor_data(caps), lambda d: _doctor_table(caps, d))
+    found = doctor()
+    emit(args, found.data, lambda d: _doctor_table(found, d))
     return 0
 
 
-def _doctor_table(caps: object, data: dict) -> None:
+def _doctor_table(found: Doctor, data: dict) -> None:
     from rich.table import Table
 
     con = human_console()
-    t = Table(title=f"kpemu doctor: kernel {caps.kernel} (probed in {caps.seconds:.2f}s)")
+    t = Table(title=f"kpemu doctor: kernel {found.kernel} (probed in {found.seconds:.2f}s)")
     for col in ("feature", "status", "how probed", "detail"):
         t.add_column(col, overflow="fold")
     colour = {"ok": "green", "missing": "red", "not probed": "yellow"}
@@ -77,18 +51,18 @@ def _doctor_table(caps: object, data: dict) -> None:
     docker = data["docker"]
     r.add_row("docker members (image:)", "host" if docker["ok"] else "[red]none[/]", docker["detail"])
     con.print(r)
-    if not caps.root:
+    if not found.root:
         con.print("[yellow]not root: kernel features were not probed (run as root to probe them)[/]")
 
 
-def _print_kernel(k: object) -> None:
+def _print_kernel(k: GuestKernel) -> None:
     print(f"  kernel  {k.version} ({k.origin})\n  image   {k.vmlinuz}\n  modules {k.moddir}")
 
 
 def cmd_vm_setup(args: argparse.Namespace) -> int:
-    from kpemu import vm
+    from kpemu.runtimes import setup_guest_kernel
 
-    res = vm.setup(if_needed=args.if_needed)
+    res = setup_guest_kernel(if_needed=args.if_needed)
     if res.action == "not-needed":
         print(f"vm setup: not needed, {res.reason}")
     elif res.action == "reused":
@@ -103,7 +77,7 @@ def cmd_vm_setup(args: argparse.Namespace) -> int:
 
 
 def cmd_vm_up(args: argparse.Namespace) -> int:
-    from kpemu import guest
+    from kpemu.runtimes import guest
 
     con = human_console()
     st = guest.up(lambda m: con.print(f"vm: {m}"), idle=args.idle)
@@ -113,18 +87,16 @@ def cmd_vm_up(args: argparse.Namespace) -> int:
 
 
 def cmd_vm_down(args: argparse.Namespace) -> int:
-    from kpemu import guest
+    from kpemu.runtimes import guest
 
     print("warm guest stopped" if guest.down() else "no warm guest was up")
     return 0
 
 
 def cmd_vm_status(args: argparse.Namespace) -> int:
-    from kpemu import guest, vm
+    from kpemu.runtimes import guest_status
 
-    st = vm.status()
-    st["warm"] = guest.warm_status()
-    emit(args, st, _status_text)
+    emit(args, guest_status(), _status_text)
     return 0
 
 
@@ -150,15 +122,14 @@ def _status_text(st: dict) -> None:
 
 
 def cmd_vm_exec(args: argparse.Namespace) -> int:
-
-    from kpemu import vm
+    from kpemu.runtimes import qemu
 
     cmd = args.cmd
     if not cmd:
         raise InputError("kpemu vm exec: give a command after --, e.g. kpemu vm exec -- uname -r")
     err = human_console(stderr=True)
     with err.status("starting the guest") as status:
-        res = vm.boot(cmd, Path(args.out), args.timeout, echo=sys.stdout,
+        res = qemu.boot(cmd, Path(args.out), args.timeout, echo=sys.stdout,
                       progress=lambda msg: status.update(msg))
     err.print(f"guest: boot-to-command {res.boot_seconds:.1f}s, total {res.total_seconds:.1f}s, "
               f"exit {res.rc}; console in {res.console_log}")

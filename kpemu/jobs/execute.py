@@ -39,6 +39,7 @@ from kpemu.kernel import counters, nfacct
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.drops import DropSession, start_drop_tracing
 from kpemu.kernel.faults import apply_faults, restore_kernel_wide
+from kpemu.kernel.lab import destroy
 from kpemu.kernel.labstate import LabState, state_path, taken
 from kpemu.kernel.nfttrace import start_nft_tracing
 from kpemu.kernel.runowner import my_token
@@ -184,31 +185,13 @@ def deploy(job: dict[str, Any], progress: Progress = _quiet, state: LabState | N
             with timed(step["what"]):
                 run_step(step, job)
     except BaseException:
-        destroy(namespaces, job["lab"], bool(job.get("containers")))
+        destroy(job["lab"])
         raise
     state.deploy_seconds = time.perf_counter() - started
     state.complete = True
     state.save()
     progress(f"deployed {job['lab']}: {len(namespaces)} namespaces in {state.deploy_seconds:.1f}s")
     return state
-
-
-def destroy(namespaces: list[str], lab: str, containers: bool = False) -> list[str]:
-    """Remove the lab's containers (when it has any), kill what runs in the namespaces, delete them (one
-    `ip -batch`), remove its state file."""
-    if containers:
-        from kpemu.docker.members import remove_containers
-
-        remove_containers(lab)
-    present = set(nsmod.list_netns())
-    gone = [ns for ns in namespaces if ns in present]
-    for ns in gone:
-        nsmod.kill_processes_in(ns)
-    if gone:
-        subprocess.run(["ip", "-batch", "-"], input="".join(f"netns del {ns}\n" for ns in gone), text=True,
-                       capture_output=True, check=False)
-    state_path(lab).unlink(missing_ok=True)
-    return gone
 
 
 # ---------------------------------------------------------------- traffic
@@ -397,7 +380,7 @@ def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> floa
             finally:
                 with _signals_blocked(), timed("destroy the lab"):
                     restore_kernel_wide()
-                    destroy(state.namespaces, state.lab, bool(state.containers))
+                    destroy(state.lab)
         finally:
             if drops is not None:
                 drops.stop()

@@ -8,19 +8,14 @@ whether a set of capabilities has them.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
 import secrets
 import shutil
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from kpemu import cni as cni_registry
 from kpemu.kernel import netns as nsmod
@@ -30,7 +25,6 @@ from kpemu.proxy.modes import MODES
 
 PROXY_MODES = tuple(MODES)
 PROBE_PREFIX = "kp-probe-"
-KVM_CACHE_DIR = Path("/run/kpemu")
 
 IPSET_TYPES = ("hash:ip,port", "hash:ip,port,ip", "hash:ip,port,net", "bitmap:port", "hash:ip")
 TOOLS = ("ip", "iptables", "ipset", "ipvsadm", "tcpdump", "conntrack", "ethtool", "nft",
@@ -144,79 +138,6 @@ def _run(argv: list[str], ns: str | None = None, timeout: float = 5.0, stdin: st
     return False, lines[-1] if lines else f"exit {r.returncode}"
 
 
-def find_tool(name: str) -> str | None:
-    """`name` on PATH, else next to this Python (the venv's bin, where `vng` lives), else None."""
-    found = shutil.which(name)
-    if found:
-        return found
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
-
-
-def kvm_usable(qemu: str = "qemu-system-x86_64", kernel: Path | None = None,
-               wait: float = 4.0) -> tuple[bool, str]:
-    """Whether QEMU really runs a guest with KVM here.
-
-    `/dev/kvm` existing proves little: on some hosts QEMU starts with accel=kvm and then the guest
-    never leaves its real-mode setup code. With `kernel`, boot it with KVM and wait up to `wait`
-    seconds for its first console line ("Linux version", printed from long mode; under working KVM
-    it appears in well under a second). Without a kernel only QEMU's start is checked. The answer
-    is cached per boot of this machine in /run/kpemu (a probe costs `wait` seconds when KVM hangs).
-    """
-    exe = shutil.which(qemu)
-    if exe is None:
-        return False, f"{qemu} not found"
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return False, "/dev/kvm not accessible"
-    if kernel is None:
-        return _kvm_starts(exe)
-    cache = KVM_CACHE_DIR / f"kvm-{hashlib.sha1(f'{exe}:{kernel}'.encode()).hexdigest()[:12]}.json"
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        got = json.loads(cache.read_text())
-        return bool(got["ok"]), str(got["how"])
-    ok, how = _kvm_boots(exe, kernel, wait)
-    with contextlib.suppress(OSError):
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"ok": ok, "how": how}))
-    return ok, how
-
-
-def _kvm_starts(exe: str, wait: float = 1.5) -> tuple[bool, str]:
-    argv = [exe, "-machine", "accel=kvm", "-cpu", "host", "-smp", "2", "-m", "64", "-nodefaults",
-            "-display", "none", "-serial", "none", "-monitor", "none", "-no-reboot"]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        _, err = proc.communicate(timeout=wait)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return True, f"qemu -machine accel=kvm -cpu host ran {wait:g}s"
-    lines = [ln for ln in err.strip().splitlines() if ln]
-    return False, lines[-1] if lines else f"qemu exited {proc.returncode}"
-
-
-def _kvm_boots(exe: str, kernel: Path, wait: float) -> tuple[bool, str]:
-    argv = [exe, "-machine", "accel=kvm", "-cpu", "host", "-m", "256", "-nodefaults", "-display", "none",
-            "-monitor", "none", "-no-reboot", "-serial", "stdio", "-kernel", str(kernel),
-            "-append", "console=ttyS0 panic=-1"]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert proc.stdout is not None
-    os.set_blocking(proc.stdout.fileno(), False)
-    seen, t0 = b"", time.monotonic()
-    try:
-        while time.monotonic() - t0 < wait and proc.poll() is None:
-            seen += proc.stdout.read() or b""
-            if b"Linux version" in seen:
-                return True, f"{kernel.name} printed its first line {time.monotonic() - t0:.2f}s after start"
-            time.sleep(0.05)
-    finally:
-        proc.kill()
-        proc.wait()
-    tail = seen.decode(errors="replace").strip().splitlines()[-1:] or ["nothing"]
-    return False, f"with accel=kvm the guest printed no kernel line in {wait:g}s (last: {tail[0][:80]})"
-
-
 class _Prober:
     """Tries every feature inside namespace `ns`; collects `Feature`s."""
 
@@ -326,12 +247,14 @@ class _Prober:
         self.add("match:nfacct", ok, "iptables -m nfacct (xt_nfacct)", err)
 
 
-def probe(kvm: bool = True, in_guest: bool = False) -> Capabilities:
+def probe(in_guest: bool = False, find_tool: Callable[[str], str | None] = shutil.which,
+          kvm: Callable[[], tuple[bool, str]] | None = None) -> Capabilities:
     """Probe this kernel and machine; returns every feature with ok/missing and how it was probed.
 
     Kernel features need root (a namespace is created); without root they are reported missing
-    with that reason. `kvm=False` skips the QEMU/KVM trial; `in_guest`: this is kpemu's guest, as
-    the runtime says.
+    with that reason. The runtimes say what depends on them: `in_guest` (this is kpemu's guest),
+    `find_tool` (where a tool is found) and `kvm` (whether QEMU runs a guest with KVM; None skips
+    the trial).
     """
     t0 = time.monotonic()
     caps = Capabilities(kernel=os.uname().release, root=os.geteuid() == 0)
@@ -340,8 +263,8 @@ def probe(kvm: bool = True, in_guest: bool = False) -> Capabilities:
         caps.features[f"tool:{tool}"] = Feature(f"tool:{tool}", path is not None, f"which {tool}",
                                                 "" if path else "not on PATH")
     caps.features["conntrack:max"] = _conntrack_max(in_guest)
-    if kvm:
-        ok, how = kvm_usable()
+    if kvm is not None:
+        ok, how = kvm()
         caps.features["kvm"] = Feature("kvm", ok, "start qemu with accel=kvm", "" if ok else how)
     if not caps.root:
         for name in _kernel_feature_names():

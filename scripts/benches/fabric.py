@@ -11,14 +11,15 @@ import time
 
 import yaml
 
-from kpemu import lab
 from kpemu.jobs.execute import run_step
+from kpemu.kernel import lab
 from kpemu.kernel.netns import delete_netns
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import fabric_steps, teardown_lines
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.shell import plan_teardown_shell, plan_to_shell
+from kpemu.runtimes.host import deploy_lab
 from scripts.bench import ROOT
 
 RUNS = 5
@@ -58,7 +59,7 @@ def deploy_destroy_medians(topo: Topology, runs: int) -> tuple[float, float]:
     ups, downs = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
-        lab.deploy(topo)
+        deploy_lab(topo)
         t1 = time.perf_counter()
         lab.destroy(topo.name)
         ups.append(t1 - t0)

@@ -8,11 +8,13 @@ import time
 
 import yaml
 
-from kpemu import lab
+from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel.labstate import LabState
 from kpemu.kernel.trace import start_tracing
 from kpemu.model import topology_from_data
 from kpemu.plan.tracing import FlowMatch
+from kpemu.runtimes.host import deploy_lab
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.server import serve_pods
 from scripts.bench import ROOT
@@ -22,7 +24,7 @@ BACKENDS = (("10.244.0.2", 80), ("10.244.1.5", 80), ("10.244.1.6", 80))
 FLOWS = (("client-0", "10.244.0.3", "10.96.0.10", 80), ("client", "10.242.72.50", "192.168.1.100", 30080))
 
 
-def _flows(state: lab.LabState, nodes: dict[str, str], trace: bool) -> float:
+def _flows(state: LabState, nodes: dict[str, str], trace: bool) -> float:
     t0 = time.perf_counter()
     for member, client, dst, port in FLOWS:
         session = start_tracing(nodes, FlowMatch("tcp", client, dst, port, BACKENDS, "bench"),
@@ -43,7 +45,7 @@ def trace_cost() -> list[dict[str, object]]:
     topo = topology_from_data(data, "benchtrace.yaml")
     lab.destroy(topo.name)
     t0 = time.perf_counter()
-    state = lab.deploy(topo)
+    state = deploy_lab(topo)
     deploy = time.perf_counter() - t0
     servers = None
     try:

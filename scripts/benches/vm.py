@@ -9,7 +9,9 @@ import subprocess
 import tempfile
 import time
 
-from kpemu import guest, vm
+from kpemu.runtimes import guest
+from kpemu.runtimes.kernels import find_kernel
+from kpemu.runtimes.qemu import kvm_usable
 from scripts.bench import ROOT
 
 KPEMU = ROOT / ".venv" / "bin" / "kpemu"
@@ -32,7 +34,7 @@ def _median(*args: str) -> float:
 
 def guest_headline() -> list[dict[str, object]]:
     """Floor, cold and warm headline (medians of 3), ratios to the floor; then the guest scenarios warm."""
-    if vm.find_kernel() is None:
+    if find_kernel() is None:
         return [{"name": "vm.floor", "value": "no guest kernel (kpemu vm setup)", "unit": ""}]
     guest.down()
     with tempfile.TemporaryDirectory(prefix="kpemu-bench-vm-") as tmp:
@@ -45,7 +47,7 @@ def guest_headline() -> list[dict[str, object]]:
                                "--out", f"{tmp}/several")
         finally:
             guest.down()
-    accel = "kvm" if vm.kvm_usable(kernel=vm.find_kernel().vmlinuz)[0] else "tcg"  # type: ignore[union-attr]
+    accel = "kvm" if kvm_usable(kernel=find_kernel().vmlinuz)[0] else "tcg"  # type: ignore[union-attr]
     return [
         {"name": f"vm.{accel}.floor_vm_exec_true", "value": round(floor, 2), "unit": "s"},
         {"name": f"vm.{accel}.headline_cold", "value": round(cold, 2), "unit": "s"},

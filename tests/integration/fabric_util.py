@@ -11,11 +11,12 @@ from pathlib import Path
 
 import yaml
 
-from kpemu import lab
+from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
-from kpemu.lab import LabState
+from kpemu.kernel.labstate import LabState
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
+from kpemu.runtimes.host import deploy_lab
 
 SERVER = """
 import socket, sys
@@ -60,7 +61,7 @@ def deployed_lab(file: Path, name: str) -> Iterator[tuple[Topology, LabState]]:
     that the root namespace's links, addresses, routes and rules are byte-identical to before."""
     topo = lab_topology(file, name)
     before = root_snapshot()
-    state = lab.deploy(topo, file.name)
+    state = deploy_lab(topo, file.name)
     try:
         yield topo, state
     finally:

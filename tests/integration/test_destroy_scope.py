@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from kpemu import lab
 from kpemu.cli import main
+from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.owner import owner_of
 from kpemu.statedir import state_path

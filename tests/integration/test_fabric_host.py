@@ -8,8 +8,10 @@ import pytest
 from scapy.all import IP, TCP, UDP, rdpcap
 from scapy.layers.vxlan import VXLAN
 
-from kpemu import lab
+from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel.labstate import load_state
+from kpemu.runtimes.host import deploy_lab
 from tests.conftest import TOPOLOGIES, needs_root
 from tests.integration.fabric_util import Capture, connect, deployed_lab, lab_topology, serve
 
@@ -65,7 +67,7 @@ def test_deploy_twice_is_refused_without_touching_the_first(flannel_lab) -> None
     topo, state = flannel_lab
     with pytest.raises(EnvironmentProblem, match=r"^lab 'itfab' is deployed \(kpemu deploy\)\n  fix: kpemu destroy "
                                                  r"itfab, or build this one under another lab name: --name itfab-2$"):
-        lab.deploy(topo)
+        deploy_lab(topo)
     assert set(nsmod.list_netns("kp-itfab-")) == set(state.namespaces)
 
 
@@ -82,9 +84,9 @@ def test_failed_deploy_rolls_back() -> None:
         plan, addresses=(*plan.addresses, Address("kp-itroll-node2", "nosuchdev", "10.9.9.9/32"))
     )
     with pytest.raises(ApplyError, match="nosuchdev"):
-        lab.deploy(topo, plan=broken)
+        deploy_lab(topo, plan=broken)
     assert not nsmod.list_netns("kp-itroll-")
-    assert lab.load_state("itroll") is None
+    assert load_state("itroll") is None
 
 
 def test_external_client_reaches_pods_through_nodeport(flannel_lab) -> None:  # type: ignore[no-untyped-def]

@@ -150,7 +150,7 @@ def test_kill_then_destroy_all_leaves_nothing(moment: tuple[str, Callable[[], Ca
     assert root_snapshot() == before
 
 
-PROBE = "from kpemu.kernel.probe import probe; probe(kvm=False)"
+PROBE = "from kpemu.runtimes import probe_here; probe_here()"
 
 
 @pytest.mark.parametrize(("sig", "cleanup"), [(signal.SIGINT, ""), (signal.SIGKILL, "destroy --all"),

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kpemu import lab
 from kpemu.cli import main
+from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
 from kpemu.model.scenario import load_scenario
+from kpemu.runtimes.host import deploy_lab
 from tests.conftest import ROOT, SCENARIOS, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
@@ -58,7 +59,7 @@ def test_folder_held_by_another_run(held: Path, capsys: pytest.CaptureFixture[st
 
 def test_lab_already_deployed(earlier_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     topo = load_scenario(SCENARIO).topology
-    state = lab.deploy(topo)
+    state = deploy_lab(topo)
     try:
         before = _files(earlier_run)
         assert main(["run", str(SCENARIO), "--runtime", "host", "--out", str(earlier_run)]) == 3

@@ -11,15 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from kpemu import vm
-from kpemu.kernel.probe import GUEST_FEATURES, probe
+from kpemu.kernel.probe import GUEST_FEATURES
+from kpemu.runtimes import in_guest, probe_here
+from kpemu.runtimes.kernels import GuestKernel, find_kernel
+from kpemu.runtimes.qemu import guest_running
 
 ROOT = Path(__file__).resolve().parents[2]
 KPEMU = str(ROOT / ".venv" / "bin" / "kpemu")
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root"),
-    pytest.mark.skipif(vm.in_guest(), reason="already inside the guest (no nested QEMU)"),
+    pytest.mark.skipif(in_guest(), reason="already inside the guest (no nested QEMU)"),
 ]
 
 
@@ -29,15 +31,15 @@ def kpemu(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -
 
 
 @pytest.fixture(scope="module")
-def guest_kernel() -> vm.GuestKernel:
-    k = vm.find_kernel()
-    if k is None and not probe(kvm=False).missing(GUEST_FEATURES):
+def guest_kernel() -> GuestKernel:
+    k = find_kernel()
+    if k is None and not probe_here().missing(GUEST_FEATURES):
         pytest.skip("no guest kernel, and this kernel does not need one (kpemu vm setup to get one)")
     assert k is not None, "no guest kernel although this kernel lacks ip_vs/ipip/dummy: run make setup"
     return k
 
 
-def test_vm_exec_boots_runs_and_propagates_exit_code(tmp_path: Path, guest_kernel: vm.GuestKernel) -> None:
+def test_vm_exec_boots_runs_and_propagates_exit_code(tmp_path: Path, guest_kernel: GuestKernel) -> None:
     out = tmp_path / "out"
     r = kpemu("vm", "exec", "--out", str(out), "--", "sh", "-c",
               "echo kernel=$(uname -r) in_guest=$KPEMU_IN_GUEST; ls /sys/class/net; "
@@ -69,7 +71,7 @@ def test_missing_guest_kernel_is_exit_3(tmp_path: Path) -> None:
     assert "no guest kernel" in r.stderr and "make setup" in r.stderr  # the fix, worded for a checkout
 
 
-def test_boot_timeout_is_exit_3_with_console_tail(tmp_path: Path, guest_kernel: vm.GuestKernel) -> None:
+def test_boot_timeout_is_exit_3_with_console_tail(tmp_path: Path, guest_kernel: GuestKernel) -> None:
     r = kpemu("vm", "exec", "--out", str(tmp_path), "--", "true", env={"KPEMU_BOOT_TIMEOUT": "1.5"})
     assert r.returncode == 3, r.stdout + r.stderr
     assert "did not boot within 2s" in r.stderr
@@ -78,12 +80,12 @@ def test_boot_timeout_is_exit_3_with_console_tail(tmp_path: Path, guest_kernel: 
                                             check=False).stdout.split()], "qemu left running after the timeout"
 
 
-def test_a_guest_dies_with_the_kpemu_that_started_it(tmp_path: Path, guest_kernel: vm.GuestKernel) -> None:
+def test_a_guest_dies_with_the_kpemu_that_started_it(tmp_path: Path, guest_kernel: GuestKernel) -> None:
     """SIGKILL the kpemu process of a cold guest: its QEMU goes too, and the guest lock is free again."""
     import signal
     import time
 
-    from kpemu.guest import stray_guests
+    from kpemu.runtimes.guest import stray_guests
 
     out = tmp_path / "out"
     proc = subprocess.Popen([KPEMU, "vm", "exec", "--out", str(out), "--", "sleep", "600"], cwd=ROOT,
@@ -99,4 +101,4 @@ def test_a_guest_dies_with_the_kpemu_that_started_it(tmp_path: Path, guest_kerne
     while stray_guests() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not stray_guests(), "QEMU outlived the kpemu process that started it"
-    assert not vm.guest_running()  # the lock is free: a new run does not wait
+    assert not guest_running()  # the lock is free: a new run does not wait

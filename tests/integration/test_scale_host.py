@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 
-from kpemu import lab
+from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
+from kpemu.runtimes.host import deploy_lab
 from kpemu.statedir import state_path
 from scripts.benches.fabric import large_topology
 from tests.conftest import needs_root
@@ -17,7 +18,7 @@ def test_a_20_node_200_pod_lab_deploys_and_destroys_leaving_nothing() -> None:
     topo = large_topology(20, 10, 5, name="scale20")
     fds = len(os.listdir("/proc/self/fd"))
     try:
-        state = lab.deploy(topo)
+        state = deploy_lab(topo)
         assert state.complete and len(state.namespaces) == 1 + 20 + 200 + 1
         assert set(state.namespaces) <= set(nsmod.list_netns("kp-scale20-"))
     finally:

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from kpemu import lab
 from kpemu.analyse.attribution import (
     TracedPacket,
     counter_deltas,
@@ -31,13 +30,16 @@ from kpemu.analyse.attribution import (
 )
 from kpemu.analyse.hooks import check_hook_claim, hooks_only
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
+from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.counters import snapshot
+from kpemu.kernel.labstate import LabState
 from kpemu.kernel.trace import start_tracing
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
 from kpemu.plan.tracing import FlowMatch
 from kpemu.proxy.iptables import iptables_rules, restore_text
+from kpemu.runtimes.host import deploy_lab
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.server import serve_pods
 from tests.conftest import TOPOLOGIES, needs_root
@@ -63,12 +65,12 @@ def sep(ip: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def env() -> Iterator[tuple[Topology, lab.LabState]]:
+def env() -> Iterator[tuple[Topology, LabState]]:
     data = yaml.safe_load((TOPOLOGIES / "flannel-vxlan.yaml").read_text())
     data["name"] = "ittrace"
     topo = topology_from_data(data, "ittrace.yaml")
     lab.destroy(topo.name)
-    state = lab.deploy(topo)
+    state = deploy_lab(topo)
     servers = None
     try:
         for n in topo.nodes:  # deploy may not program kube-proxy yet: make sure its rules are there
@@ -85,14 +87,14 @@ def env() -> Iterator[tuple[Topology, lab.LabState]]:
         assert not nsmod.list_netns("kp-ittrace-")
 
 
-def _connect(state: lab.LabState, member: str, dst: str, port: int) -> dict:
+def _connect(state: LabState, member: str, dst: str, port: int) -> dict:
     res = nsmod.run_in(state.members[member], [sys.executable, "-m", "kpemu.traffic.client", "--flow", "t",
                                                "--dst", dst, "--port", str(port), "--connections", "1",
                                                "--timeout", "2"], timeout=15)
     return json.loads(res.stdout.splitlines()[0])
 
 
-def _traced(topo: Topology, state: lab.LabState, member: str, client: str, dst: str, port: int,
+def _traced(topo: Topology, state: LabState, member: str, client: str, dst: str, port: int,
             tag: str) -> tuple[dict, dict[str, list[TracedPacket]], dict[str, list]]:
     nodes = {n.name: state.members[n.name] for n in topo.nodes}
     before = snapshot(nodes)

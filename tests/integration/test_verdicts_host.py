@@ -23,11 +23,13 @@ from kpemu.kernel.drops import (
     why_no_reasons,
     why_unavailable,
 )
+from kpemu.kernel.lab import destroy
 from kpemu.kernel.netns import list_netns, run_in
 from kpemu.kernel.probe import FAULT_FEATURES
 from kpemu.model.scenario import load_scenario
 from kpemu.plan.fabric import plan_fabric
 from kpemu.run import analyse, collected_from_json, resolved, scenario_job
+from kpemu.runtimes.host import HostRuntime
 from kpemu.statedir import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +59,7 @@ def test_removing_the_dropping_rule_by_hand_changes_the_verdict(tmp_path: Path) 
     spec = sc.spec.model_copy(update={"flows": [f for f in sc.spec.flows if f.name == FLOW],
                                       "expect": [e for e in sc.spec.expect if e.flow == FLOW]})
     sc = resolved(sc.__class__(spec, sc.topology, sc.path,
-                          tuple(f for f in sc.flows if f.flow.name == FLOW)), "host")
+                          tuple(f for f in sc.flows if f.flow.name == FLOW)), HostRuntime())
     job = scenario_job(sc)
     state = execute.deploy(job)
     try:
@@ -68,7 +70,7 @@ def test_removing_the_dropping_rule_by_hand_changes_the_verdict(tmp_path: Path) 
         assert res.returncode == 0, res.stderr
         second = _verdict(sc, job, state, tmp_path / "without-rule")
     finally:
-        execute.destroy(state.namespaces, state.lab)
+        destroy(state.lab)
         shutil.rmtree(scratch_dir(state.lab), ignore_errors=True)  # _traffic's trace files (collect removes them)
     assert not list_netns(f"kp-{sc.topology.name}-")
     v1, v2 = first["verdict"], second["verdict"]

@@ -113,8 +113,8 @@ def test_progress_is_plain_lines_when_not_a_terminal() -> None:
 
 
 def test_doctor_says_not_probed_rather_than_missing() -> None:
-    from kpemu.cli.vmcmds import doctor_data
     from kpemu.kernel.probe import Capabilities, Feature, requirements
+    from kpemu.runtimes.doctor import doctor_data
 
     caps = Capabilities(kernel="test", root=False)
     for name in requirements("calico-ipip", "ipvs"):

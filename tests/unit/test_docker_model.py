@@ -194,10 +194,17 @@ def test_test_image_rootfs_is_busybox_and_a_page_naming_the_pod() -> None:
 
 def test_container_members_need_the_host_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     from kpemu.docker.engine import HOST_ONLY, blocker
+    from kpemu.runtimes import Needs, choose
+    from kpemu.runtimes.guest import GuestRuntime
 
     assert blocker(False, guest_kernel=True) is None  # bare labs go anywhere
     reason, fix = blocker(True, guest_kernel=True)  # type: ignore[misc]
     assert reason.startswith(HOST_ONLY) and "drop `image:`" in fix
+    topo = topology_from_data(topo_with({"image": IMAGE, "command": "/serve"}), "t.yaml")
+    assert GuestRuntime().refuses(topo) == (reason, fix)
+    monkeypatch.setenv("KPEMU_IN_GUEST", "1")  # kpemu run inside the guest: this kernel is the guest's
+    runtime, why = choose("host", [Needs(topo.cni, topo.kubeProxy.mode)])[0]
+    assert (runtime.name, why) == ("host", "already inside the guest kernel") and runtime.refuses(topo) == (reason, fix)
 
 
 def test_reports_show_what_an_http_flow_got() -> None:

@@ -217,7 +217,7 @@ def test_conntrack_full_sets_the_kernel_wide_limit_only_in_the_guest_and_puts_it
 
 def test_a_fault_only_the_guest_may_apply_sends_the_scenario_to_the_guest() -> None:
     from kpemu.kernel.probe import FAULT_FEATURES, Capabilities, Feature, _conntrack_max
-    from kpemu.runtime import choose_runtime
+    from kpemu.runtimes import Needs, choose
 
     host = _conntrack_max(in_guest=False)
     assert not host.ok and "kpemu never changes the host's" in host.detail
@@ -226,6 +226,6 @@ def test_a_fault_only_the_guest_may_apply_sends_the_scenario_to_the_guest() -> N
                           ("veth", "bridge", "iptables", "conntrack", "match:comment", "match:addrtype", "tool:ip",
                            "tool:iptables", "tool:tcpdump", "tool:conntrack", "vxlan", "br_netfilter",
                            "match:statistic")})
-    assert choose_runtime("auto", [("flannel-vxlan", "iptables")], caps)[0] == "host"
-    runtime, why = choose_runtime("auto", [("flannel-vxlan", "iptables")], caps, FAULT_FEATURES["conntrack-full"])
-    assert runtime == "vm" and why == "this kernel (6.18) lacks what is needed: a fault needs conntrack:max"
+    assert choose("auto", [Needs("flannel-vxlan", "iptables")], caps)[0][0].name == "host"
+    runtime, why = choose("auto", [Needs("flannel-vxlan", "iptables", FAULT_FEATURES["conntrack-full"])], caps)[0]
+    assert runtime.name == "vm" and why == "this kernel (6.18) lacks what is needed: a fault needs conntrack:max"

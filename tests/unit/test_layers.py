@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kpemu"
 # The layers that run, deploy or touch the kernel.
-KERNEL_SIDE = {"kernel", "jobs", "run", "lab", "runtime", "guest", "vm", "docker", "cli"}
+KERNEL_SIDE = {"kernel", "jobs", "runtimes", "run", "docker", "cli"}
 # layer -> the kpemu top-level modules it must not import
 FORBIDDEN = {
     "model": KERNEL_SIDE | {"plan", "proxy", "analyse", "report", "capture", "traffic", "dumps"},
@@ -22,6 +22,10 @@ FORBIDDEN = {
     "analyse": KERNEL_SIDE,
     "report": KERNEL_SIDE,
     "dumps": KERNEL_SIDE,
+    "kernel": {"runtimes", "run", "cli"},
+    "jobs": {"runtimes", "run", "cli"},
+    "docker": {"runtimes", "run", "cli"},
+    "runtimes": {"run", "cli"},
 }
 
 

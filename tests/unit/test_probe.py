@@ -11,7 +11,7 @@ import pytest
 from kpemu.cni import names as cni_names
 from kpemu.errors import EnvironmentProblem, InputError
 from kpemu.kernel.probe import PROXY_MODES, Capabilities, Feature, can_run, probe, requirements
-from kpemu.runtime import choose_runtime
+from kpemu.runtimes import Needs, choose
 
 
 def caps_without(*names: str) -> Capabilities:
@@ -50,23 +50,30 @@ def test_choose_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KPEMU_IN_GUEST", raising=False)
     monkeypatch.delenv("KPEMU_RUNTIME", raising=False)
     no_ipvs = caps_without("ip_vs")
-    runtime, why = choose_runtime("auto", [("calico-ipip", "ipvs")], no_ipvs)
+
+    def chosen(requested: str | None, cni: str, mode: str, host_as_asked: bool = True) -> tuple[str, str]:
+        runtime, why = choose(requested, [Needs(cni, mode)], no_ipvs, host_as_asked)[0]
+        return runtime.name, why
+
+    runtime, why = chosen("auto", "calico-ipip", "ipvs")
     assert runtime == "vm" and "ip_vs" in why
-    runtime, why = choose_runtime(None, [("calico-ipip", "iptables")], no_ipvs)
+    runtime, why = chosen(None, "calico-ipip", "iptables")
     assert runtime == "host" and "has everything" in why
-    assert choose_runtime("vm", [("calico-ipip", "iptables")], no_ipvs)[0] == "vm"
+    assert chosen("vm", "calico-ipip", "iptables")[0] == "vm"
+    assert chosen("host", "calico-ipip", "ipvs") == ("host", "--runtime host: this kernel, as asked")
     with pytest.raises(EnvironmentProblem, match="ip_vs"):
-        choose_runtime("host", [("calico-ipip", "ipvs")], no_ipvs)
+        chosen("host", "calico-ipip", "ipvs", host_as_asked=False)
     with pytest.raises(InputError):
-        choose_runtime("docker", [], no_ipvs)
+        choose("docker", [], no_ipvs)
     monkeypatch.setenv("KPEMU_RUNTIME", "vm")
-    assert choose_runtime(None, [("flannel-vxlan", "iptables")], no_ipvs)[0] == "vm"
+    assert chosen(None, "flannel-vxlan", "iptables")[0] == "vm"
     monkeypatch.setenv("KPEMU_IN_GUEST", "1")
-    assert choose_runtime("vm", [("calico-ipip", "ipvs")], no_ipvs) == ("host", "already inside the guest kernel")
+    assert chosen("vm", "calico-ipip", "ipvs") == ("host", "already inside the guest kernel")
 
 
 def test_vng_command_has_no_network_and_bounded_resources() -> None:
-    from kpemu.vm import GuestKernel, vng_command
+    from kpemu.runtimes.kernels import GuestKernel
+    from kpemu.runtimes.qemu import vng_command
 
     k = GuestKernel("6.1.0-x", Path("/c/k/boot/vmlinuz-6.1.0-x"), Path("/c/k/lib/modules/6.1.0-x"), "cache")
     cmd = vng_command(k, Path("/out/s.sh"), [Path("/out")], kvm=False, qemu="/usr/bin/qemu", vng="vng")

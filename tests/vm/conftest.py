@@ -30,13 +30,13 @@ def runtime() -> Iterator[str]:
     """"host" when this kernel has IPVS/IPIP/dummy, else "vm" with a warm guest up for the session."""
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespaces, modules)")
-    from kpemu import guest, vm
-    from kpemu.kernel.probe import probe
+    from kpemu.runtimes import guest, probe_here
+    from kpemu.runtimes.kernels import find_kernel
 
-    if not probe(kvm=False).missing(NEEDED):
+    if not probe_here().missing(NEEDED):
         yield "host"
         return
-    assert vm.find_kernel() is not None, "this kernel lacks ip_vs/ipip/dummy and there is no guest kernel: make setup"
+    assert find_kernel() is not None, "this kernel lacks ip_vs/ipip/dummy and there is no guest kernel: make setup"
     guest.up()
     try:
         yield "vm"

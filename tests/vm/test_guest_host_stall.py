@@ -27,7 +27,7 @@ def test_qemu_and_kpemu_frozen_together_past_the_limit_under_load_pass_without_a
         runtime: str, tmp_path: Path) -> None:
     if runtime != "vm":
         pytest.skip("this kernel runs IPVS natively: no guest to stall")
-    from kpemu import guest
+    from kpemu.runtimes import guest
 
     qemu = guest.up()["pid"]  # the session's warm guest: vng, the leader of QEMU's session
     busy = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(2)]

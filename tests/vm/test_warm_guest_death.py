@@ -42,7 +42,7 @@ def _qemu_serving(root: Path) -> int:
 def test_qemu_killed_mid_run_fails_clearly(runtime: str, tmp_path: Path) -> None:
     if runtime != "vm":
         pytest.skip("this kernel runs IPVS natively: no guest to kill")
-    from kpemu import guest
+    from kpemu.runtimes import guest
 
     pid = guest.up()["pid"]  # the session's warm guest (a fresh one if an earlier test's hung)
     run = subprocess.Popen([KPEMU, "run", "scenarios/nodeport-ipvs.yaml", "--out", str(tmp_path / "dies")],
@@ -59,7 +59,7 @@ def test_qemu_killed_mid_run_fails_clearly(runtime: str, tmp_path: Path) -> None
 def test_a_hung_guest_is_killed_and_the_run_passes_in_a_fresh_one(runtime: str, tmp_path: Path) -> None:
     if runtime != "vm":
         pytest.skip("this kernel runs IPVS natively: no guest to hang")
-    from kpemu import guest
+    from kpemu.runtimes import guest
 
     guest.down()  # none is up after the test above; this run boots a cold guest (the default)
     out = tmp_path / "hangs"

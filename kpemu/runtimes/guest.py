@@ -1,4 +1,5 @@
-"""Requests to the guest kernel: the warm guest when one is up, else one cold boot for all of them.
+"""The vm runtime: labs and runs in a guest kernel, through the warm guest when one is up, else one
+cold boot for all of a run's requests.
 
 A warm guest (`kpemu vm up`) boots once and keeps an agent (kpemu.jobs.agent) waiting on the
 exchange directory /run/kpemu/vm; `run`, `deploy`, `exec`, `inspect` and `destroy` send it
@@ -17,16 +18,25 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kpemu import vm
-from kpemu.errors import EnvironmentProblem, GuestHung
+from kpemu.docker.engine import blocker
+from kpemu.errors import ApplyError, EnvironmentProblem, GuestHung, KpemuError
 from kpemu.hang import Watch
 from kpemu.jobs import exchange
+from kpemu.kernel import lab as host_lab
 from kpemu.kernel import runowner
+from kpemu.kernel.netfilter import resolve_random_fully
+from kpemu.kernel.nfacct import with_nfacct
 from kpemu.pace import scaled
+from kpemu.runtimes import kernels, qemu
+from kpemu.runtimes.base import Executed, Gathered, Progress, Work, quiet
+
+if TYPE_CHECKING:
+    from kpemu.model.topology import Topology
 
 WARM_DIR = Path(os.environ.get("KPEMU_VM_DIR", "/run/kpemu/vm"))
 GUEST_FILE = "guest.json"
@@ -34,16 +44,9 @@ IDLE_SECONDS = 1800.0
 STOP_WAIT = 20.0
 WARM_OWNER = "warm-guest"  # the owner its processes carry: it outlives `kpemu vm up`, until vm down or idle
 
-Progress = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    pass
-
-
 def agent_argv(root: Path, once: bool, idle: float = IDLE_SECONDS) -> list[str]:
     """The guest's command: the agent, on the standard library only (`-S`: no site-packages)."""
-    src = str(Path(__file__).resolve().parent.parent)
+    src = str(Path(__file__).resolve().parents[2])
     code = f"import sys; sys.path.insert(0, {src!r}); from kpemu.jobs.agent import main; sys.exit(main())"
     mode = ["--once"] if once else ["--serve", "--idle", f"{idle:g}"]
     return [sys.executable, "-S", "-c", code, str(root), *mode]
@@ -90,28 +93,28 @@ def warm_status() -> dict[str, Any] | None:
     return info
 
 
-def up(progress: Progress = _quiet, idle: float = IDLE_SECONDS) -> dict[str, Any]:
+def up(progress: Progress = quiet, idle: float = IDLE_SECONDS) -> dict[str, Any]:
     """Boot the warm guest (or return the one that is up) once its agent answers."""
     st = warm_status()
     if st is not None:
         return st
-    fd = vm.lock_guest(progress)
+    fd = qemu.lock_guest(progress)
     try:
         _forget()
         exchange.prepare(WARM_DIR)
-        g = vm.start(agent_argv(WARM_DIR, once=False, idle=idle), WARM_DIR, progress=progress, lock_fd=fd,
+        g = qemu.start(agent_argv(WARM_DIR, once=False, idle=idle), WARM_DIR, progress=progress, lock_fd=fd,
                      owner=WARM_OWNER)
     finally:
         os.close(fd)
     exchange.write_json(WARM_DIR / GUEST_FILE, {"pid": g.proc.pid, "started": time.time(), "idle": idle,
                                                "kernel": g.kernel.version, "kvm": g.kvm})
-    limit = float(os.environ.get("KPEMU_BOOT_TIMEOUT") or vm.BOOT_TIMEOUT)
+    limit = float(os.environ.get("KPEMU_BOOT_TIMEOUT") or qemu.BOOT_TIMEOUT)
     while not (WARM_DIR / exchange.AGENT).exists():
         if g.proc.poll() is not None or time.monotonic() - g.t0 > limit:
             _kill_group(g.proc.pid)
             _forget()
             raise EnvironmentProblem("the warm guest did not start its agent; console ends:\n"
-                                     + vm._tail(g.console), f"see {g.console} and {g.output}")
+                                     + qemu.console_tail(g.console), f"see {g.console} and {g.output}")
         time.sleep(0.1)
     progress(f"warm guest up in {time.monotonic() - g.t0:.1f}s (stops after {idle:g}s idle; kpemu vm down)")
     return warm_status() or {}
@@ -122,7 +125,7 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def down(progress: Progress = _quiet) -> bool:
+def down(progress: Progress = quiet) -> bool:
     """Stop the warm guest (asks its agent, then kills its QEMU); False when none was up."""
     st = warm_status()
     if st is None:
@@ -141,7 +144,7 @@ def down(progress: Progress = _quiet) -> bool:
     return True
 
 
-def request(kind: str, progress: Progress = _quiet, timeout: float = 1800.0, **fields: Any) -> tuple[Path, dict]:
+def request(kind: str, progress: Progress = quiet, timeout: float = 1800.0, **fields: Any) -> tuple[Path, dict]:
     """Send one request to the warm guest and wait for its result; (work directory, result).
 
     EnvironmentProblem (exit 3) when no guest is up, or it dies or hangs meanwhile.
@@ -163,7 +166,7 @@ def request(kind: str, progress: Progress = _quiet, timeout: float = 1800.0, **f
         elif time.monotonic() - t0 > timeout:
             died = f"the request took more than {timeout:.0f}s"
         if died or hung:
-            console = vm._tail(WARM_DIR / "guest-console.log", 8)
+            console = qemu.console_tail(WARM_DIR / "guest-console.log", 8)
             _kill_group(st["pid"])
             _forget()
             error = GuestHung if hung else EnvironmentProblem
@@ -187,7 +190,7 @@ def _echo_log(path: Path, pos: int, progress: Progress) -> int:
 # ---------------------------------------------------------------- cold boots
 
 
-def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progress = _quiet,
+def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progress = quiet,
          timeout: float = 1800.0) -> list[tuple[Path, dict]]:
     """Queue the requests in `root`, boot one guest whose agent answers them, and return
     (work directory, result) per request, in order."""
@@ -201,7 +204,7 @@ def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progr
             positions[rid] = _echo_log(root / exchange.WORK / rid / "log", positions[rid], progress)
 
     try:
-        run = vm.boot(agent_argv(root, once=True), root, timeout, progress=progress, on_poll=poll,
+        run = qemu.boot(agent_argv(root, once=True), root, timeout, progress=progress, on_poll=poll,
                       hung=Watch(root))
     except GuestHung as e:
         poll()
@@ -216,12 +219,13 @@ def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progr
         res = exchange.result(root, rid)
         if res is None:
             raise EnvironmentProblem(f"the guest answered no {rid} (agent exit {run.rc}); output ends:\n"
-                                     + vm._tail(run.output_log, 12), f"see {run.output_log} and {run.console_log}")
+                                     + qemu.console_tail(run.output_log, 12),
+                                     f"see {run.output_log} and {run.console_log}")
         out.append((root / exchange.WORK / rid, res))
     return out
 
 
-def current(progress: Progress = _quiet) -> dict[str, Any] | None:
+def current(progress: Progress = quiet) -> dict[str, Any] | None:
     """The warm guest, restarted first when its agent runs other kpemu code than this; None when none is up."""
     st = warm_status()
     if st is not None and st.get("agent", {}).get("code") not in (None, exchange.code_fingerprint()):
@@ -231,8 +235,8 @@ def current(progress: Progress = _quiet) -> dict[str, Any] | None:
     return st
 
 
-def send(requests: list[tuple[str, dict[str, Any]]], cold_root: Path, progress: Progress = _quiet,
-         notice: Progress = _quiet) -> tuple[str, list[tuple[Path, dict]]]:
+def send(requests: list[tuple[str, dict[str, Any]]], cold_root: Path, progress: Progress = quiet,
+         notice: Progress = quiet) -> tuple[str, list[tuple[Path, dict]]]:
     """Requests to the warm guest if one is up, else to one cold boot; (how, results).
 
     A guest that hangs (its agent stops beating) is killed, and the requests it had not answered are
@@ -258,8 +262,8 @@ def send(requests: list[tuple[str, dict[str, Any]]], cold_root: Path, progress: 
 
 def nfacct_supported() -> bool:
     """Whether the guest kernel can create kube-proxy's nfacct counters (it has nfnetlink_acct and xt_nfacct)."""
-    k = vm.find_kernel()
-    return k is not None and {"nfnetlink_acct", "xt_nfacct"} <= vm.modules_in(k.moddir)
+    k = kernels.find_kernel()
+    return k is not None and {"nfnetlink_acct", "xt_nfacct"} <= kernels.modules_in(k.moddir)
 
 
 def kernel_release() -> str:
@@ -267,43 +271,117 @@ def kernel_release() -> str:
     st = warm_status()
     if st is not None:
         return str(st["kernel"])
-    k = vm.find_kernel()
+    k = kernels.find_kernel()
     if k is None:
-        raise EnvironmentProblem(f"no guest kernel (looked in {vm.cache_dir()} and /boot)",
+        raise EnvironmentProblem(f"no guest kernel (looked in {kernels.cache_dir()} and /boot)",
                                  "run `make setup` or `kpemu vm setup`")
     return k.version
 
 
-# ---------------------------------------------------------------- labs that live in the warm guest
+# ---------------------------------------------------------------- the runtime
 
 
-def deploy_lab(topo: Any, source: str, progress: Progress = _quiet) -> dict[str, Any]:
-    """Build a lab in the warm guest (booting one when none is up); it stays until destroyed.
+@dataclass(frozen=True)
+class GuestRuntime:
+    """The vm runtime (kpemu.runtimes.base.Runtime): labs in the guest kernel. A run's jobs go to the warm
+    guest, else to one cold boot for all of them; labs that stay up live in the warm guest."""
 
-    The rules the guest's kernel read back are checked here against kube-proxy's text; on a
-    difference the lab is removed again and ApplyError names the first differing line.
-    """
-    from kpemu.errors import ApplyError
-    from kpemu.jobs.build import deploy_job, release_tuple
-    from kpemu.jobs.verify import check_saved_rules
-    from kpemu.kernel.netfilter import resolve_random_fully
-    from kpemu.kernel.nfacct import with_nfacct
-    from kpemu.plan.fabric import plan_fabric
+    name: str = "vm"
+    batched: bool = True
 
-    if current(progress) is None:
-        progress("no warm guest is up: starting one (it stays up for further commands; kpemu vm down stops it)")
-        up(progress)
-    topo = with_nfacct(resolve_random_fully(topo), nfacct_supported)
-    job = deploy_job(topo, plan_fabric(topo), release_tuple(kernel_release()), source)
-    work, res = request("deploy", progress, job=job)
-    if res["rc"] != 0:
-        raise EnvironmentProblem(f"deploy in the guest failed: {res.get('error', '')}", f"see {work}")
-    try:
-        check_saved_rules(job["readback"], work / "rules")
-    except ApplyError:
-        request("destroy", lab=topo.name)
-        raise
-    return res
+    def refuses(self, topo: Topology) -> tuple[str, str] | None:
+        """Container members need the host's kernel (kpemu.docker.engine.blocker)."""
+        return blocker(bool(topo.containers()), guest_kernel=True)
+
+    def resolve(self, topo: Topology) -> Topology:
+        """randomFully from the iptables version, nfacct from what the guest kernel's modules can create."""
+        return with_nfacct(resolve_random_fully(topo), nfacct_supported)
+
+    def kernel_release(self) -> str:
+        """The guest's release (`kernel_release`)."""
+        return kernel_release()
+
+    def collect(self, jobs: Sequence[Work], work_dir: Path, progress: Progress = quiet,
+                notice: Progress = quiet) -> list[Gathered | KpemuError]:
+        """The jobs in the guest (`send`: warm, cold, or again after a hang, told to `notice`), then each
+        one's files moved into its output folder and its captures rendered as text here (tcpdump starts
+        far faster on the host). A job the guest failed is that job's error."""
+        from kpemu.capture.tcpdump import render_pcaps
+        from kpemu.jobs.execute import prepare_out
+
+        reqs = [("collect", {"job": {**w.job, "render": False, "in_guest": True}}) for w in jobs]
+        how, answers = send(reqs, work_dir, progress, notice)
+        out: list[Gathered | KpemuError] = []
+        for w, (work, res) in zip(jobs, answers, strict=True):
+            if res["rc"] != 0:
+                out.append(EnvironmentProblem(f"{w.name}: in the guest: {res.get('error', '')}", f"see {work}"))
+                continue
+            prepare_out(w.out)
+            for item in work.iterdir():
+                dest = w.out / ("guest-progress.log" if item.name == "log" else item.name)
+                shutil.rmtree(dest, ignore_errors=True)
+                shutil.move(str(item), dest)
+            render_pcaps(sorted((w.out / "pcaps").glob("*.pcap")), w.out / "capture")
+            out.append(Gathered(f"{how} guest", f"see {w.out / 'guest'} for the guest's logs"))
+        return out
+
+    def could_not_run(self, what: str, reason: str, error: KpemuError) -> str:
+        """`<what> needs the guest kernel (<reason>), and the guest could not run: <error>`."""
+        return f"{what} needs the guest kernel ({reason}), and the guest could not run: {error}"
+
+    def deploy(self, topo: Topology, source: str, reason: str, say: Progress) -> str:
+        """Build a lab in the warm guest (booting one when none is up); it stays until destroyed.
+
+        The rules the guest's kernel read back are checked here against kube-proxy's text; on a
+        difference the lab is removed again and ApplyError names the first differing line.
+        """
+        from kpemu.jobs.build import deploy_job, release_tuple
+        from kpemu.jobs.verify import check_saved_rules
+        from kpemu.plan.fabric import plan_fabric
+
+        say(f"runtime: vm ({reason})")
+
+        def progress(msg: str) -> None:
+            say(f"vm: {msg}")
+
+        if current(progress) is None:
+            progress("no warm guest is up: starting one (it stays up for further commands; kpemu vm down stops it)")
+            up(progress)
+        topo = self.resolve(topo)
+        job = deploy_job(topo, plan_fabric(topo), release_tuple(kernel_release()), source)
+        work, res = request("deploy", progress, job=job)
+        if res["rc"] != 0:
+            raise EnvironmentProblem(f"deploy in the guest failed: {res.get('error', '')}", f"see {work}")
+        try:
+            check_saved_rules(job["readback"], work / "rules")
+        except ApplyError:
+            request("destroy", lab=topo.name)
+            raise
+        return (f"lab {topo.name} deployed in the guest: {len(res['namespaces'])} namespaces in {res['seconds']:.2f}s; "
+                f"kpemu exec/inspect/destroy {topo.name} reach it there")
+
+    def destroy(self, lab: str) -> str:
+        """Remove the lab from the warm guest; when the guest has none of it, what this kernel has marked
+        as the lab's (a lab whose state file is gone) is removed here instead."""
+        host_lab.require_root()
+        res = lab_request("destroy", lab=lab)
+        if res is not None and res.get("removed"):
+            return f"in the guest: {res['summary']}"
+        return host_lab.destroy(lab).summary()
+
+    def exec(self, lab: str, member: str, argv: list[str]) -> Executed:
+        """Run `argv` in a member of a lab in the warm guest; its output comes back with the exit code."""
+        res = request("exec", lab=lab, member=member, argv=argv)[1]
+        return Executed(int(res["rc"]), res.get("stdout", ""),
+                        res.get("stderr", "") + (res.get("error", "") + "\n" if res.get("error") else ""))
+
+    def inspect(self, lab: str | None) -> dict[str, Any]:
+        """The warm guest's labs (each marked runtime vm); none when no warm guest is up."""
+        res = lab_request("inspect", lab=lab) or {}
+        data = res.get("data") or {"labs": [], "orphans": []}
+        for entry in data.get("labs", []):
+            entry["runtime"] = "vm"
+        return data
 
 
 def lab_request(kind: str, **fields: Any) -> dict[str, Any] | None:
@@ -323,7 +401,7 @@ def stray_guests() -> list[int]:
             continue
         for fd in fds:
             with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(vm.LOCK_FILE):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(qemu.LOCK_FILE):
                     found.append(int(pid))
                     break
     return [p for p in found if p != os.getpid()]

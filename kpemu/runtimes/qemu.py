@@ -1,14 +1,10 @@
-"""The vm runtime: a virtme-ng guest booted from a distribution kernel that has what this one lacks.
+"""Booting the vm runtime's guest: a virtme-ng guest (QEMU) that runs one command, and the tools it needs.
 
 The guest shares the host's filesystem (read-only, plus a few read-write directories), so the very
-same code runs inside: kpemu's agent (kpemu.jobs.agent) on the standard library. Three jobs live here:
-
-- getting a guest kernel: `find_kernel()` reuses one from the cache or /boot, `setup()` downloads
-  Debian's kernel package with `apt-get download` and unpacks it with `dpkg-deb -x` into
-  `$KPEMU_CACHE` (default /var/cache/kpemu/kernels), then runs `depmod` on the copy;
-- booting a guest that runs a command: `boot()` (wait for it) and `start()` (return at once; the warm
-  guest of kpemu.guest);
-- knowing whether we already are the guest: `in_guest()`.
+same code runs inside: kpemu's agent (kpemu.jobs.agent) on the standard library. `boot()` waits for
+the command; `start()` returns at once (the warm guest of kpemu.runtimes.guest). The guest lock is
+held for as long as a guest runs, and a watchdog kills the guest when the kpemu process that booted
+it is gone. The guest's script sets KPEMU_IN_GUEST=1, which kpemu.runtimes.in_guest reads there.
 
 Nothing here prints: progress goes through a callback, the guest command's output to an optional
 stream, failures are `EnvironmentProblem` (exit 3) with the reason and the fix.
@@ -18,28 +14,25 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
 import os
-import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from kpemu.errors import EnvironmentProblem, GuestHung
 from kpemu.kernel import runowner
-from kpemu.kernel.probe import GUEST_FEATURES, find_tool, kvm_usable, probe
+from kpemu.runtimes.kernels import REQUIRED_MODULES, GuestKernel, require_kernel
 from kpemu.system import python_hint, setup_hint
 
-DEFAULT_CACHE = Path("/var/cache/kpemu/kernels")
-# Modules a guest kernel must have (as .ko or built in) to be worth booting.
-REQUIRED_MODULES = ("ip_vs", "ipip", "dummy", "vxlan", "br_netfilter")
 # Loaded in the guest before the command runs (modprobe -a, one process). The rest (xt_*, ip_set_*,
 # nft_*) the guest kernel loads on demand from the same tree, as iptables and ipset ask for it.
 GUEST_MODULES = (*REQUIRED_MODULES, "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "nf_conntrack")
@@ -55,33 +48,7 @@ PRELOAD_MODULES = (
 BOOT_TIMEOUT = 120.0  # seconds until the guest runs our script; about 10 s in TCG on 2 cores
 LOCK_FILE = Path("/run/kpemu/guest.lock")
 _MARK = ".kpemu-guest"  # prefix of the marker files in the output directory
-
-
-@dataclass(frozen=True)
-class GuestKernel:
-    """A bootable kernel image plus the module tree that belongs to it."""
-
-    version: str
-    vmlinuz: Path
-    moddir: Path
-    origin: str  # "cache" or "boot"
-
-    @property
-    def root(self) -> Path:
-        """The directory holding boot/ and lib/modules/ (what virtme-ng calls the rootfs)."""
-        return self.vmlinuz.parent.parent
-
-
-@dataclass(frozen=True)
-class SetupResult:
-    """What `setup()` did: `action` is not-needed, reused or downloaded."""
-
-    action: str
-    kernel: GuestKernel | None
-    reason: str = ""
-    package: str = ""
-    download_bytes: int = 0
-    seconds: float = 0.0
+KVM_CACHE_DIR = Path("/run/kpemu")
 
 
 @dataclass(frozen=True)
@@ -96,175 +63,77 @@ class GuestRun:
     kvm: bool
 
 
-def in_guest() -> bool:
-    """True inside a kpemu guest (the wrapper script sets KPEMU_IN_GUEST=1)."""
-    return os.environ.get("KPEMU_IN_GUEST") == "1"
-
-
-def cache_dir() -> Path:
-    """Where guest kernels are kept: $KPEMU_CACHE, else /var/cache/kpemu/kernels."""
-    return Path(os.environ.get("KPEMU_CACHE") or DEFAULT_CACHE)
-
-
-# ---------------------------------------------------------------- finding a kernel
-
-
-def modules_in(moddir: Path) -> set[str]:
-    """Module names available in a module tree: loadable (modules.dep or a walk) plus built in."""
-    names: set[str] = set()
-    dep = moddir / "modules.dep"
-    if dep.exists():
-        for line in dep.read_text(errors="replace").splitlines():
-            names.add(_modname(line.split(":", 1)[0]))
-    else:
-        names.update(_modname(p.name) for p in (moddir / "kernel").rglob("*.ko*"))
-    builtin = moddir / "modules.builtin"
-    if builtin.exists():
-        names.update(_modname(ln) for ln in builtin.read_text(errors="replace").split())
-    return names
-
-
-def _modname(path: str) -> str:
-    base = path.rsplit("/", 1)[-1]
-    return re.sub(r"\.ko(\.(xz|zst|gz))?$", "", base).replace("-", "_")
-
-
-def _candidates() -> Iterator[GuestKernel]:
-    cache = cache_dir()
-    if cache.is_dir():
-        for root in sorted(cache.iterdir(), reverse=True):
-            if root.name.startswith(".") or not root.is_dir():
-                continue
-            for img in sorted((root / "boot").glob("vmlinuz-*"), reverse=True):
-                ver = img.name.removeprefix("vmlinuz-")
-                for mods in (root / "lib/modules" / ver, root / "usr/lib/modules" / ver):
-                    if mods.is_dir():
-                        yield GuestKernel(ver, img, mods, "cache")
-                        break
-    for img in sorted(Path("/boot").glob("vmlinuz-*"), reverse=True):
-        ver = img.name.removeprefix("vmlinuz-")
-        mods = Path("/lib/modules") / ver
-        if mods.is_dir() and os.access(img, os.R_OK):
-            yield GuestKernel(ver, img, mods, "boot")
-
-
-def find_kernel() -> GuestKernel | None:
-    """The first suitable guest kernel (cache first, then /boot): it has every REQUIRED_MODULE."""
-    for k in _candidates():
-        if not set(REQUIRED_MODULES) - modules_in(k.moddir):
-            return k
-    return None
-
-
-def list_kernels() -> list[tuple[GuestKernel, list[str]]]:
-    """Every kernel found, with the required modules it lacks (empty list: suitable)."""
-    return [(k, sorted(set(REQUIRED_MODULES) - modules_in(k.moddir))) for k in _candidates()]
-
-
-# ---------------------------------------------------------------- getting a kernel
-
-
-def _apt_kernel_package() -> str:
-    """The versioned Debian kernel image package (linux-image-<abi>-<arch>) apt would install."""
-    if os.environ.get("KPEMU_KERNEL_PACKAGE"):
-        return os.environ["KPEMU_KERNEL_PACKAGE"]
-    if not shutil.which("apt-cache") or not shutil.which("apt-get"):
-        raise EnvironmentProblem("no guest kernel, and this is not a Debian/Ubuntu system (no apt)",
-                                 f"unpack a kernel package with its modules into {cache_dir()}/NAME/")
-    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
-                          check=False).stdout.strip() or "amd64"
-    meta = f"linux-image-{arch}"
-    for attempt in range(2):
-        out = subprocess.run(["apt-cache", "depends", meta], capture_output=True, text=True,
-                             check=False).stdout
-        m = re.search(r"Depends: (linux-image-[0-9]\S*)", out)
-        if m:
-            return m.group(1)
-        if attempt == 0:  # empty package lists (fresh container): refresh once
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
-    raise EnvironmentProblem(
-        f"no guest kernel, and apt knows no {meta} package on this system",
-        f"set KPEMU_KERNEL_PACKAGE to a kernel image package with modules, or unpack one into "
-        f"{cache_dir()}/NAME/ (boot/vmlinuz-VER and lib/modules/VER)")
-
-
-def _download(pkg: str, dest: Path) -> Path:
-    """`apt-get download pkg` into dest (after one `apt-get update` if the lists are stale); the .deb."""
-    r = subprocess.run(["apt-get", "download", "-q", pkg], cwd=dest, capture_output=True, text=True,
-                       check=False)
-    if r.returncode != 0:
-        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
-        r = subprocess.run(["apt-get", "download", "-q", pkg], cwd=dest, capture_output=True, text=True,
-                           check=False)
-    debs = list(dest.glob("*.deb"))
-    if r.returncode != 0 or not debs:
-        raise EnvironmentProblem(f"apt-get download {pkg} failed: {r.stderr.strip()[-300:]}",
-                                 "check the network and `apt-get update`, then run `kpemu vm setup`")
-    return debs[0]
-
-
-def _unpack(deb: Path, root: Path) -> GuestKernel:
-    """dpkg-deb -x the kernel package into root and build its modules.dep."""
-    subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True, capture_output=True)
-    if not (root / "lib").exists() and (root / "usr/lib/modules").is_dir():
-        (root / "lib").symlink_to("usr/lib")  # merged-/usr packages: depmod -b and virtme look in lib/
-    imgs = sorted((root / "boot").glob("vmlinuz-*"))
-    if not imgs:
-        raise EnvironmentProblem(f"{deb.name} holds no boot/vmlinuz-*", "pick a linux-image package")
-    ver = imgs[-1].name.removeprefix("vmlinuz-")
-    if shutil.which("depmod") or Path("/sbin/depmod").exists():
-        subprocess.run([shutil.which("depmod") or "/sbin/depmod", "-a", "-b", str(root), ver],
-                       check=False, capture_output=True)
-    return GuestKernel(ver, imgs[-1], root / "lib/modules" / ver, "cache")
-
-
-def setup(if_needed: bool = False) -> SetupResult:
-    """Provide a guest kernel. With `if_needed`, do nothing when this kernel already has everything.
-
-    Reuses a suitable kernel from the cache or /boot; otherwise downloads the distribution's
-    kernel image package into the cache (never installs it: /boot and the bootloader are not touched).
-    """
-    t0 = time.monotonic()
-    if if_needed and not in_guest():
-        caps = probe(kvm=False)
-        if caps.root and not caps.missing(GUEST_FEATURES):
-            return SetupResult("not-needed", find_kernel(),
-                               f"this kernel has {', '.join(GUEST_FEATURES)}", seconds=time.monotonic() - t0)
-    found = find_kernel()
+def find_tool(name: str) -> str | None:
+    """`name` on PATH, else next to this Python (the venv's bin, where `vng` lives), else None."""
+    found = shutil.which(name)
     if found:
-        return SetupResult("reused", found, f"found in {found.origin}", seconds=time.monotonic() - t0)
-    pkg = _apt_kernel_package()
-    cache = cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache, prefix=".download-") as tmp:
-        os.chmod(tmp, 0o755)  # apt's _apt user may write here
-        deb = _download(pkg, Path(tmp))
-        size = deb.stat().st_size
-        staging = Path(tmp) / "root"
-        kernel = _unpack(deb, staging)
-        final = cache / pkg
-        if final.exists():
-            shutil.rmtree(final)
-        staging.rename(final)
-    kernel = GuestKernel(kernel.version, final / "boot" / kernel.vmlinuz.name,
-                         final / kernel.moddir.relative_to(staging), "cache")
-    missing = sorted(set(REQUIRED_MODULES) - modules_in(kernel.moddir))
-    if missing:
-        raise EnvironmentProblem(f"{pkg} lacks modules {', '.join(missing)}",
-                                 "set KPEMU_KERNEL_PACKAGE to a kernel package that has them")
-    return SetupResult("downloaded", kernel, f"apt-get download {pkg}", pkg, size, time.monotonic() - t0)
+        return found
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
 
 
-# ---------------------------------------------------------------- running in the guest
+def kvm_usable(qemu: str = "qemu-system-x86_64", kernel: Path | None = None,
+               wait: float = 4.0) -> tuple[bool, str]:
+    """Whether QEMU really runs a guest with KVM here.
+
+    `/dev/kvm` existing proves little: on some hosts QEMU starts with accel=kvm and then the guest
+    never leaves its real-mode setup code. With `kernel`, boot it with KVM and wait up to `wait`
+    seconds for its first console line ("Linux version", printed from long mode; under working KVM
+    it appears in well under a second). Without a kernel only QEMU's start is checked. The answer
+    is cached per boot of this machine in /run/kpemu (a probe costs `wait` seconds when KVM hangs).
+    """
+    exe = shutil.which(qemu)
+    if exe is None:
+        return False, f"{qemu} not found"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "/dev/kvm not accessible"
+    if kernel is None:
+        return _kvm_starts(exe)
+    cache = KVM_CACHE_DIR / f"kvm-{hashlib.sha1(f'{exe}:{kernel}'.encode()).hexdigest()[:12]}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        got = json.loads(cache.read_text())
+        return bool(got["ok"]), str(got["how"])
+    ok, how = _kvm_boots(exe, kernel, wait)
+    with contextlib.suppress(OSError):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"ok": ok, "how": how}))
+    return ok, how
 
 
-def _require_kernel() -> GuestKernel:
-    k = find_kernel()
-    if k is None:
-        raise EnvironmentProblem(
-            f"no guest kernel with {', '.join(REQUIRED_MODULES)} (looked in {cache_dir()} and /boot)",
-            "run " + setup_hint("downloads Debian's kernel package"))
-    return k
+def _kvm_starts(exe: str, wait: float = 1.5) -> tuple[bool, str]:
+    argv = [exe, "-machine", "accel=kvm", "-cpu", "host", "-smp", "2", "-m", "64", "-nodefaults",
+            "-display", "none", "-serial", "none", "-monitor", "none", "-no-reboot"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return True, f"qemu -machine accel=kvm -cpu host ran {wait:g}s"
+    lines = [ln for ln in err.strip().splitlines() if ln]
+    return False, lines[-1] if lines else f"qemu exited {proc.returncode}"
+
+
+def _kvm_boots(exe: str, kernel: Path, wait: float) -> tuple[bool, str]:
+    argv = [exe, "-machine", "accel=kvm", "-cpu", "host", "-m", "256", "-nodefaults", "-display", "none",
+            "-monitor", "none", "-no-reboot", "-serial", "stdio", "-kernel", str(kernel),
+            "-append", "console=ttyS0 panic=-1"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    seen, t0 = b"", time.monotonic()
+    try:
+        while time.monotonic() - t0 < wait and proc.poll() is None:
+            seen += proc.stdout.read() or b""
+            if b"Linux version" in seen:
+                return True, f"{kernel.name} printed its first line {time.monotonic() - t0:.2f}s after start"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    tail = seen.decode(errors="replace").strip().splitlines()[-1:] or ["nothing"]
+    return False, f"with accel=kvm the guest printed no kernel line in {wait:g}s (last: {tail[0][:80]})"
 
 
 def _tools() -> tuple[str, str]:
@@ -361,7 +230,8 @@ def vng_command(kernel: GuestKernel, script: Path, rw_dirs: Sequence[Path], kvm:
     return cmd
 
 
-def _tail(path: Path, lines: int = 25) -> str:
+def console_tail(path: Path, lines: int = 25) -> str:
+    """The last `lines` lines of a guest's log (its console, its output), for an error message."""
     try:
         text = path.read_text(errors="replace").splitlines()
     except FileNotFoundError:
@@ -417,7 +287,7 @@ def start(argv: Sequence[str], out_dir: Path, *, rw_dirs: Sequence[Path] = (),
     write. No network device. `owner` replaces the owner token the guest's processes carry (the
     warm guest outlives the command that starts it)."""
     qemu, vng = _tools()
-    kernel = _require_kernel()
+    kernel = require_kernel()
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     cwd = (cwd or Path.cwd()).resolve()
@@ -489,10 +359,10 @@ def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
                 _kill(proc)
                 raise EnvironmentProblem(
                     f"the guest did not boot within {boot_timeout:.0f}s; console ({g.console}) ends:\n"
-                    + _tail(g.console), "check the console log; raise KPEMU_BOOT_TIMEOUT on a slow machine")
+                    + console_tail(g.console), "check the console log; raise KPEMU_BOOT_TIMEOUT on a slow machine")
             if hung is not None and (why := hung()) is not None:
                 _kill(proc)
-                raise GuestHung(f"the guest hung ({why}); console ({g.console}) ends:\n" + _tail(g.console, 8),
+                raise GuestHung(f"the guest hung ({why}); console ({g.console}) ends:\n" + console_tail(g.console, 8),
                                 "run again: the next run boots a fresh guest")
             if now > timeout:
                 _kill(proc)
@@ -516,7 +386,7 @@ def boot(argv: Sequence[str], out_dir: Path, timeout: float = 1800.0, *,
     if booted is None or not rc_file.exists():
         raise EnvironmentProblem(
             f"the guest stopped (vng exit {proc.returncode}) before the command finished; console ends:\n"
-            + _tail(g.console), f"see {g.console}")
+            + console_tail(g.console), f"see {g.console}")
     return GuestRun(int(rc_file.read_text().strip() or 1), booted, total, g.console, g.output, g.kvm)
 
 
@@ -533,17 +403,8 @@ def _copy_new(path: Path, pos: int, echo: TextIO) -> int:
     return pos + len(data)
 
 
-def status() -> dict:
-    """Which kernel the vm runtime would boot, the cache, QEMU, vng and KVM (for `kpemu vm status`)."""
-    k = find_kernel()
+def tools_status(kernel: GuestKernel | None) -> dict[str, Any]:
+    """QEMU, vng, and whether QEMU runs `kernel` with KVM here (for `kpemu vm status`)."""
     qemu = find_tool("qemu-system-x86_64")
-    kvm_ok, kvm_how = kvm_usable(qemu, k.vmlinuz if k else None) if qemu else (False, "no qemu")
-    return {
-        "cache": str(cache_dir()),
-        "kernel": None if k is None else {"version": k.version, "vmlinuz": str(k.vmlinuz),
-                                          "modules": str(k.moddir), "origin": k.origin},
-        "candidates": [{"version": c.version, "vmlinuz": str(c.vmlinuz), "lacks": lacks}
-                       for c, lacks in list_kernels()],
-        "qemu": qemu, "vng": find_tool("vng"), "kvm": kvm_ok, "kvm_detail": kvm_how,
-        "in_guest": in_guest(),
-    }
+    kvm_ok, kvm_how = kvm_usable(qemu, kernel.vmlinuz if kernel else None) if qemu else (False, "no qemu")
+    return {"qemu": qemu, "vng": find_tool("vng"), "kvm": kvm_ok, "kvm_detail": kvm_how}

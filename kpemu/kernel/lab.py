@@ -1,4 +1,4 @@
-"""Lab lifecycle: deploy, destroy, inspect, exec; a state file records what each lab created.
+"""Labs on this kernel: destroy, inspect, exec; a state file records what each lab created.
 
 State files live in /run/kpemu/labs/<lab>.json (see kpemu/statedir.py; tmpfs, like /run/netns, so
 both vanish together at reboot). The state file is written before the first namespace is created,
@@ -15,20 +15,15 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kpemu.errors import ApplyError, EnvironmentProblem, InputError, KpemuError
+from kpemu.errors import EnvironmentProblem, InputError, KpemuError
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.inspect import describe_netns
-from kpemu.kernel.labstate import PREFIX, LabState, load_state, sweep_probes
+from kpemu.kernel.labstate import PREFIX, load_state, sweep_probes
 from kpemu.kernel.owner import lab_owner, owner_of
 from kpemu.kernel.runowner import kill_orphans, my_token, parse_token
 from kpemu.statedir import STATE_DIR, scratch_dir, state_path
-
-if TYPE_CHECKING:  # the guest's agent imports this module: no model (pydantic) at import time
-    from kpemu.model.topology import Topology
-    from kpemu.plan.types import Plan
-
 
 NEEDS_PRIVILEGE = "kpemu {} need root or CAP_NET_ADMIN + CAP_SYS_ADMIN; run with sudo"
 CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21
@@ -50,32 +45,6 @@ def require_root(commands: str = "deploy/run/destroy") -> None:
     """Refuse (exit 3, one line) before anything is probed or created when this process cannot build labs."""
     if not privileged():
         raise EnvironmentProblem(NEEDS_PRIVILEGE.format(commands))
-
-
-def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabState:
-    """Build the lab (kpemu.jobs.execute: fabric, kube-proxy's rules per node, CNI rules) and check what
-    the kernel reads back against kube-proxy's text; rolls back on any failure."""
-    from kpemu.capture.snapshot import rules_text
-    from kpemu.jobs.build import deploy_job, release_tuple
-    from kpemu.jobs.execute import deploy as execute
-    from kpemu.jobs.verify import readback_problems
-    from kpemu.kernel.netfilter import resolve_random_fully
-    from kpemu.kernel.nfacct import supported_here, with_nfacct
-    from kpemu.plan.fabric import plan_fabric
-
-    require_root()
-    topo = with_nfacct(resolve_random_fully(topo), supported_here)
-    job = deploy_job(topo, plan or plan_fabric(topo), release_tuple(os.uname().release), source)
-    state = execute(job)
-    try:
-        problems = readback_problems(job["readback"], lambda node, kind: rules_text(
-            job["nodes"][node], kind, job["backend"]))
-        if problems:
-            raise ApplyError("\n".join(problems))
-    except BaseException:
-        destroy(topo.name)
-        raise
-    return state
 
 
 def _remove_containers(lab: str | None) -> list[str]:
@@ -141,11 +110,13 @@ def _remove_files(*paths: Path) -> list[str]:
 
 
 def destroy(lab: str) -> Removal:
-    """Remove what `lab`'s state file records (idempotent), or without one, its marked namespaces.
+    """Remove what `lab`'s state file records (idempotent), or without one, its marked namespaces; the
+    one destroy of a lab, for `kpemu destroy`, the executor (a run's lab, a failed deploy) and the agent.
 
-    A recorded namespace marked as another lab's is left alone (a stale state file must not remove
-    a lab deployed since); an unmarked recorded one is removed (the run was killed between creating
-    and marking it). The lab's scratch directory and state file go last.
+    A lab a live kpemu process other than this one uses is refused. A recorded namespace marked as
+    another lab's is left alone (a stale state file must not remove a lab deployed since); an unmarked
+    recorded one is removed (the run was killed between creating and marking it). Container members
+    go first, the processes in each namespace with it, the lab's scratch directory and state file last.
     """
     require_root()
     state = load_state(lab)
@@ -169,7 +140,7 @@ def destroy(lab: str) -> Removal:
 
 def destroy_all() -> Removal:
     """Remove every recorded lab, every recorded probe namespace and every namespace kpemu marked
-    (the CLI's `destroy --all` also stops every guest: kpemu.guest.stop_all)."""
+    (the runtimes' `destroy_all` also stops every guest)."""
     require_root()
     out = Removal("", True)
     busy = {lab: state for lab in labs() if (state := load_state(lab)) is not None and state.in_use()}
