@@ -57,9 +57,9 @@ def probe_here(kvm: bool = False) -> Capabilities:
     """This kernel's and machine's capabilities (kpemu.kernel.probe), with the runtimes' facts: whether
     this is kpemu's guest, the guest's tools found beside this Python too, and (`kvm`) a KVM trial."""
     from kpemu.kernel.probe import probe
-    from kpemu.runtimes import qemu
+    from kpemu.runtimes.qemu import find_tool, kvm_usable
 
-    return probe(in_guest(), qemu.find_tool, qemu.kvm_usable if kvm else None)
+    return probe(in_guest(), find_tool, kvm_usable if kvm else None)
 
 
 def needs_of(sc: Scenario) -> Needs:
@@ -148,11 +148,10 @@ def for_lab(lab: str) -> Runtime:
     """The runtime that holds lab `lab`: this kernel when it has a record of it, else the warm guest
     when one is up, else this kernel (which says what it knows of the lab)."""
     from kpemu.kernel.labstate import load_state
-    from kpemu.runtimes import guest
-    from kpemu.runtimes.guest import GuestRuntime
+    from kpemu.runtimes.guest import GuestRuntime, warm_status
     from kpemu.runtimes.host import HostRuntime
 
-    if load_state(lab) is None and guest.warm_status() is not None:
+    if load_state(lab) is None and warm_status() is not None:
         return GuestRuntime()
     return HostRuntime()
 
@@ -181,10 +180,10 @@ def destroy_all() -> list[str]:
     """Remove every lab of this kernel and stop every guest no live kpemu process uses; what was done,
     line by line."""
     from kpemu.kernel.lab import destroy_all as destroy_here
-    from kpemu.runtimes import guest
+    from kpemu.runtimes.guest import stop_all
 
     lines = [destroy_here().summary()]
-    stopped, left = guest.stop_all()
+    stopped, left = stop_all()
     if stopped:
         lines.append(f"stopped the guest (pids {' '.join(map(str, stopped))})")
     lines += [f"left alone, in use: {why}" for why in left]
@@ -195,21 +194,22 @@ def setup_guest_kernel(if_needed: bool = False) -> SetupResult:
     """Provide a guest kernel (kpemu.runtimes.kernels.setup). With `if_needed`, do nothing when this
     kernel already has everything (outside the guest, probed as root)."""
     from kpemu.kernel.probe import GUEST_FEATURES
-    from kpemu.runtimes import kernels
+    from kpemu.runtimes.kernels import SetupResult, find_kernel, setup
 
     t0 = time.monotonic()
     if if_needed and not in_guest():
         caps = probe_here()
         if caps.root and not caps.missing(GUEST_FEATURES):
-            return kernels.SetupResult("not-needed", kernels.find_kernel(),
-                                       f"this kernel has {', '.join(GUEST_FEATURES)}", seconds=time.monotonic() - t0)
-    return kernels.setup()
+            return SetupResult("not-needed", find_kernel(), f"this kernel has {', '.join(GUEST_FEATURES)}",
+                               seconds=time.monotonic() - t0)
+    return setup()
 
 
 def guest_status() -> dict[str, Any]:
     """Which kernel the vm runtime would boot, the cache, QEMU, vng, KVM, whether this is the guest, and
     the warm guest (for `kpemu vm status`)."""
-    from kpemu.runtimes import guest, kernels, qemu
+    from kpemu.runtimes.guest import warm_status
+    from kpemu.runtimes.kernels import find_kernel, status
+    from kpemu.runtimes.qemu import tools_status
 
-    return {**kernels.status(), **qemu.tools_status(kernels.find_kernel()), "in_guest": in_guest(),
-            "warm": guest.warm_status()}
+    return {**status(), **tools_status(find_kernel()), "in_guest": in_guest(), "warm": warm_status()}

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import kpemu.runtimes.kernels as kernels
+import kpemu.runtimes.qemu as qemu
 from kpemu.docker.engine import blocker
 from kpemu.errors import ApplyError, EnvironmentProblem, GuestHung, KpemuError
 from kpemu.hang import Watch
@@ -32,7 +34,6 @@ from kpemu.kernel import runowner
 from kpemu.kernel.netfilter import resolve_random_fully
 from kpemu.kernel.nfacct import with_nfacct
 from kpemu.pace import scaled
-from kpemu.runtimes import kernels, qemu
 from kpemu.runtimes.base import Executed, Gathered, Progress, Work, quiet
 
 if TYPE_CHECKING:
