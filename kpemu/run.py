@@ -12,178 +12,28 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kpemu.analyse.expect import Check, check_died, check_flow, check_goldens, fixed_ports, write_goldens
-from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, with_verdicts
-from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
-from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
-from kpemu.capture.points import capture_file_stem, point_name
+from kpemu.analyse.pipeline import RunResult, analyse
 from kpemu.errors import EnvironmentProblem, KpemuError
+from kpemu.jobs.collected import collected_from_json
 from kpemu.jobs.execute import COLLECTED
 from kpemu.jobs.verify import check_saved_rules
-from kpemu.kernel import counters
 from kpemu.model.scenario import Scenario
 from kpemu.outlock import holding_out_dir, out_dir_lock
-from kpemu.plan.types import Interface, Plan
-from kpemu.proxy.modes import proxy_state
-from kpemu.report.html import render_html
-from kpemu.report.markdown import render_markdown
+from kpemu.plan.types import Plan
+from kpemu.report.write import write_reports
 from kpemu.runtimes.base import Gathered, Runtime, Work
 from kpemu.runtimes.guest import GuestRuntime
 from kpemu.runtimes.host import HostRuntime
-from kpemu.traffic.result import FlowResult
 
 Progress = Callable[[str], None]  # told what a run is doing now (the CLI shows it)
 
 
 def _quiet(msg: str) -> None:
     pass
-
-
-@dataclass
-class RunResult:
-    """What one scenario run produced."""
-
-    name: str
-    out_dir: Path
-    runtime: str
-    reason: str
-    seconds: float
-    ledgers: list[FlowLedger] = field(default_factory=list)
-    checks: list[Check] = field(default_factory=list)
-    hops: dict[str, Any] = field(default_factory=dict)
-    goldens_written: list[Path] = field(default_factory=list)
-    explanations: dict[str, FlowExplanation] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
-
-
-@dataclass
-class Collected:
-    """Raw material gathered while the lab was up."""
-
-    results: dict[str, FlowResult] = field(default_factory=dict)
-    conntrack: dict[str, str] = field(default_factory=dict)  # member -> conntrack -L text
-    ipvs: dict[str, str] = field(default_factory=dict)  # node -> ipvsadm -Lnc text
-    points: list[Interface] = field(default_factory=list)
-    traces: dict[str, TraceData] = field(default_factory=dict)  # flow -> trace texts and counter snapshots
-    faults: list[dict] = field(default_factory=list)  # the faults applied (plan step + commands run)
-
-
-def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
-    """PointInfo for every capture point (which node a pod's interface lives on, etc.)."""
-    kinds = {ns.name: ns for ns in plan.namespaces}
-    out = {}
-    for i in points:
-        ns = kinds[i.ns]
-        node = ns.member if ns.kind == "node" else ns.node
-        out[point_name(i)] = PointInfo(point_name(i), i.ns, i.member, i.name, node, ns.kind)
-    return out
-
-
-@dataclass
-class Analysis:
-    """What `analyse` made of a run: ledgers, checks, hops.json, explanations, rewritten goldens."""
-
-    ledgers: list[FlowLedger]
-    checks: list[Check]
-    hops: dict[str, Any]
-    written: list[Path]
-    explanations: dict[str, FlowExplanation]
-    details: dict[str, dict[int, dict[str, list[str]]]]
-
-
-def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens: bool,
-            runtime: str, reason: str, kernel: str) -> Analysis:
-    """Ledger, attribution, oracle, checks and hops.json from the run's files (pure apart from reading them)."""
-    from kpemu.capture.pcap import read_pcap
-    from kpemu.report.pcapng import write_run_pcapngs
-
-    infos = point_infos(plan, col.points)
-    files = {point_name(i): out / "pcaps" / f"{capture_file_stem(i)}.pcap" for i in col.points}
-    packets = []
-    for point, path in files.items():
-        packets += read_pcap(path, point)
-    conntrack = {m: parse_conntrack(t) for m, t in col.conntrack.items()}
-    ipvs = {n: parse_ipvs_connections(t) for n, t in col.ipvs.items()}
-    texts = {}
-    for i in col.points:
-        txt = out / "capture" / f"{capture_file_stem(i)}.txt"
-        texts[f"{i.member}_{i.name}"] = txt.read_text() if txt.exists() else ""
-    rules_text = {f.name: f.read_text() for f in (out / "rules").glob("*.*")} if (out / "rules").is_dir() else {}
-    ipvs_services = {n.name: rules_text.get(f"{n.name}.ipvs", "") for n in sc.topology.nodes}
-    ledgers: list[FlowLedger] = []
-    explanations: dict[str, FlowExplanation] = {}
-    altered = frozenset([f["member"] for f in col.faults if f.get("delete_rules")]
-                        + [n for f in col.faults for n in f.get("rules_changed") or ()])
-    proxy = plan.proxy or proxy_state(sc.topology)
-    for flow in sc.flows:
-        res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
-        fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,
-                               res.connections, packets, infos)
-        attach_state(fl, conntrack, ipvs)
-        explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
-                                             texts, ipvs_services, altered, proxy)
-        ledgers.append(fl)
-    write_run_pcapngs(out, infos, files, ledgers, packets)
-    by_name = {fl.name: fl for fl in ledgers}
-    checks: list[Check] = []
-    ports = fixed_ports(sc.topology)
-    written: list[Path] = []
-    for exp in sc.spec.expect:
-        checks += check_flow(exp, by_name[exp.flow], rules_text)
-        checks += check_died(exp, exp.flow, explanations[exp.flow].verdicts)
-        gdir = sc.golden_dir(exp)
-        if gdir is not None:
-            if update_goldens:
-                written += write_goldens(gdir, texts, ports)
-            checks += check_goldens(exp.flow, gdir, texts, ports)
-    for fl in ledgers:
-        res = col.results.get(fl.name)
-        if res is not None and not res.connections:
-            checks.append(Check(fl.name, "client", False, "one result per connection",
-                                res.stderr or "the client reported nothing"))
-        for d in explanations[fl.name].disagreements:
-            checks.append(Check(fl.name, "model vs kernel", False, "the kernel takes a path the model oracle "
-                                "predicts for the generated rules", d))
-    flows_ok = {fl.name: all(c.ok for c in checks if c.flow == fl.name) for fl in ledgers}
-    hops = {"scenario": sc.name, "mode": sc.topology.kubeProxy.mode, "lab": sc.topology.name,
-            "runtime": runtime, "reason": reason, "kernel": kernel,
-            "ok": all(c.ok for c in checks),
-            "faults": col.faults,
-            "flows": [with_verdicts({**hops_json(fl, flows_ok[fl.name]), **explanations[fl.name].to_json()},
-                                    explanations[fl.name]) for fl in ledgers],
-            "checks": [c.to_json() for c in checks]}
-    details = {name: ex.details for name, ex in explanations.items()}
-    return Analysis(ledgers, checks, hops, written, explanations, details)
-
-
-def collected_from_json(data: dict[str, Any]) -> Collected:
-    """The inverse of `collected_json`."""
-
-    def snap(d: dict[str, Any] | None) -> counters.CounterSnapshot | None:
-        return counters.CounterSnapshot(**d) if d else None
-
-    return Collected(
-        results={k: FlowResult(**v) for k, v in data["results"].items()},
-        conntrack=data["conntrack"],
-        ipvs=data["ipvs"],
-        faults=data.get("faults", []),
-        points=[Interface(**i) for i in data["points"]],
-        traces={k: TraceData(texts=t["texts"], unavailable=t["unavailable"], before=snap(t["before"]),
-                             after=snap(t["after"]), drops=t.get("drops", ""),
-                             drops_unavailable=t.get("drops_unavailable"), drop_members=t.get("drop_members", {}))
-                for k, t in data["traces"].items()},
-    )
 
 
 def resolved(sc: Scenario, runtime: Runtime) -> Scenario:
@@ -236,26 +86,10 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     if "readback" in data:
         check_saved_rules(data["readback"], out / "rules")
     progress(f"analysing {sc.name}: ledger, pcapng, attribution, oracle, reports")
-    a = analyse(sc, plan or run_plan(sc, data["kernel"]), collected_from_json(data), out, update_goldens, runtime,
-                reason, data["kernel"])
-    hops = a.hops
+    a = analyse(sc, plan or run_plan(sc, data["kernel"]), collected_from_json(data), out, update_goldens)
     seconds = data["seconds"] + time.perf_counter() - started
-    hops["seconds"] = round(seconds, 3)
-    hops["trace"] = data["trace"]
-    (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
-    (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], a.ledgers, a.checks,
-                                                   seconds, flows_json=hops["flows"], mode=hops["mode"],
-                                                   faults=hops["faults"]))
-    (out / "report.html").write_text(render_html(hops, sc.topology, a.details, files=run_files(out)))
+    hops = write_reports(out, sc, a, runtime, reason, data["kernel"], seconds, data["trace"])
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
-
-
-def run_files(out: Path) -> list[str]:
-    """The files of a run directory the report links to, relative to it."""
-    subs = sorted(str(p.relative_to(out)) for d in ("pcaps", "capture", "rules", "trace")
-                  for p in (out / d).glob("*") if p.is_file())
-    top = [f for f in ("run.pcapng", "hops.json", "report.md") if (out / f).is_file()]
-    return top + subs
 
 
 @holding_out_dir

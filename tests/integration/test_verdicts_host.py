@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from kpemu.analyse.pipeline import analyse, hops_document
 from kpemu.jobs import execute
+from kpemu.jobs.build import collect_job, lab_plan, release_tuple
+from kpemu.jobs.collected import collected_from_json
 from kpemu.kernel.drops import (
     BPFTRACE_WRAPPER,
     INSTANCE_PREFIX,
@@ -28,7 +31,6 @@ from kpemu.kernel.netns import list_netns, run_in
 from kpemu.kernel.probe import FAULT_FEATURES
 from kpemu.model.scenario import load_scenario
 from kpemu.plan.fabric import plan_fabric
-from kpemu.run import analyse, collected_from_json, resolved, scenario_job
 from kpemu.runtimes.host import HostRuntime
 from kpemu.statedir import scratch_dir
 
@@ -49,18 +51,18 @@ def _verdict(sc, job: dict, state, out: Path) -> dict:
         col = execute._traffic(job, out, execute._quiet, drops)
     finally:
         drops.stop()
-    a = analyse(sc, plan_fabric(sc.topology), collected_from_json(col), out, False, "host", "test",
-                os.uname().release)
-    return next(f for f in a.hops["flows"] if f["name"] == FLOW)
+    a = analyse(sc, plan_fabric(sc.topology), collected_from_json(col), out, False)
+    return next(f for f in hops_document(sc, a, "host", "test", os.uname().release)["flows"] if f["name"] == FLOW)
 
 
 def test_removing_the_dropping_rule_by_hand_changes_the_verdict(tmp_path: Path) -> None:
     sc = load_scenario(ROOT / "scenarios" / "nodeport-local.yaml")
     spec = sc.spec.model_copy(update={"flows": [f for f in sc.spec.flows if f.name == FLOW],
                                       "expect": [e for e in sc.spec.expect if e.flow == FLOW]})
-    sc = resolved(sc.__class__(spec, sc.topology, sc.path,
-                          tuple(f for f in sc.flows if f.flow.name == FLOW)), HostRuntime())
-    job = scenario_job(sc)
+    sc = sc.__class__(spec, HostRuntime().resolve(sc.topology), sc.path,
+                      tuple(f for f in sc.flows if f.flow.name == FLOW))
+    kernel = release_tuple(os.uname().release)
+    job = collect_job(sc, lab_plan(sc.topology, kernel), kernel)
     state = execute.deploy(job)
     try:
         first = _verdict(sc, job, state, tmp_path / "with-rule")

@@ -20,14 +20,14 @@ from kpemu.analyse.kstate import parse_ipvs_connections
 from kpemu.analyse.ledger import PointInfo, attach_state, build_flow_ledger
 from kpemu.analyse.oracle import Packet, predict_for_topology
 from kpemu.capture.pcap import Outer, Pkt
+from kpemu.jobs.build import lab_plan, release_tuple
 from kpemu.model.scenario import load_scenario
-from kpemu.run import run_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "trace"
 SC = load_scenario(ROOT / "scenarios" / "nft-nodeport.yaml", "ipvs")
 REC = json.loads(gzip.decompress((DATA / "ipvs_nft_nodeport_ledger.json.gz").read_bytes()))
-PROXY = run_plan(SC, REC["kernel"]).proxy
+PROXY = lab_plan(SC.topology, release_tuple(REC["kernel"])).proxy
 
 
 def _explain(name: str, stem: str) -> FlowExplanation:

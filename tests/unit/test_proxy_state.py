@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.analyse.pipeline import analyse
+from kpemu.jobs.build import collect_job, lab_plan, release_tuple
+from kpemu.jobs.collected import Collected
 from kpemu.model.scenario import load_scenario
 from kpemu.proxy.iptables import mode as iptables_mode
 from kpemu.proxy.ipvs import mode as ipvs_mode
 from kpemu.proxy.modes import node_texts
 from kpemu.proxy.nftables import mode as nftables_mode
-from kpemu.run import Collected, analyse, run_plan, scenario_job
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 # each mode's generator, as its registry entry's build calls it
@@ -49,15 +51,16 @@ def test_a_run_generates_each_node_s_proxy_state_once(file: str, counted: Callab
     topo = sc.topology
     nodes = [n.name for n in topo.nodes]
     calls = counted(topo.kubeProxy.mode)
-    plan = run_plan(sc)
+    kernel = release_tuple(os.uname().release)
+    plan = lab_plan(topo, kernel)
     assert plan.proxy is not None and sorted(plan.proxy.nodes) == sorted(nodes)
-    job = scenario_job(sc, plan=plan)
+    job = collect_job(sc, plan, kernel)
     node_port = next(p.nodePort for s in topo.services for p in s.ports if p.nodePort)
     for n in topo.nodes:
         state = plan.proxy.node(n.name)
         assert node_texts(topo, n.name, state)["iptables-save" if "iptables-save" in state.texts else "nft"]
         assert predict_for_topology(topo, n.name, Packet("203.0.113.9", n.ip, node_port), state=state).outcomes
-    analyse(sc, plan, Collected(), tmp_path, False, "host", "test", os.uname().release)
+    analyse(sc, plan, Collected(), tmp_path, False)
     assert sorted(calls) == sorted(nodes)
     steps = [s.to_json() for n in nodes for s in plan.proxy.node(n).steps]
     first = job["steps"].index(steps[0])

@@ -1,0 +1,146 @@
+"""The analysis of one run (pure apart from reading the run's files): ledgers, attribution, oracle,
+checks and goldens, and the hops.json document built from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kpemu.analyse.expect import Check, check_died, check_flow, check_goldens, fixed_ports, write_goldens
+from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, with_verdicts
+from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
+from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
+from kpemu.capture.pcap import Pkt, read_pcap
+from kpemu.capture.points import capture_file_stem, point_name
+from kpemu.model.scenario import Scenario
+from kpemu.plan.types import Interface, Plan
+from kpemu.proxy.modes import proxy_state
+from kpemu.traffic.result import FlowResult
+
+
+class RunMaterial(Protocol):
+    """What the analysis reads of what a run collected (kpemu.jobs.collected.Collected)."""
+
+    results: dict[str, FlowResult]
+    conntrack: dict[str, str]
+    ipvs: dict[str, str]
+    points: list[Interface]
+    traces: dict[str, TraceData]
+    faults: list[dict]
+
+
+@dataclass
+class RunResult:
+    """What one scenario run produced."""
+
+    name: str
+    out_dir: Path
+    runtime: str
+    reason: str
+    seconds: float
+    ledgers: list[FlowLedger] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    hops: dict[str, Any] = field(default_factory=dict)
+    goldens_written: list[Path] = field(default_factory=list)
+    explanations: dict[str, FlowExplanation] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+
+@dataclass
+class Analysis:
+    """What `analyse` made of a run: ledgers, checks, explanations, rewritten goldens, and the packets and
+    capture points they come from (run.pcapng is written from them, kpemu.report.write)."""
+
+    ledgers: list[FlowLedger]
+    checks: list[Check]
+    written: list[Path]
+    explanations: dict[str, FlowExplanation]
+    details: dict[str, dict[int, dict[str, list[str]]]]
+    faults: list[dict]
+    infos: dict[str, PointInfo]
+    files: dict[str, Path]  # capture point -> its pcap
+    packets: list[Pkt]
+
+
+def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
+    """PointInfo for every capture point (which node a pod's interface lives on, etc.)."""
+    kinds = {ns.name: ns for ns in plan.namespaces}
+    out = {}
+    for i in points:
+        ns = kinds[i.ns]
+        node = ns.member if ns.kind == "node" else ns.node
+        out[point_name(i)] = PointInfo(point_name(i), i.ns, i.member, i.name, node, ns.kind)
+    return out
+
+
+def analyse(sc: Scenario, plan: Plan, col: RunMaterial, out: Path, update_goldens: bool) -> Analysis:
+    """Ledger, attribution, oracle, checks and goldens from the run's files in `out` (pure apart from
+    reading them, and rewriting the goldens when `update_goldens`)."""
+    infos = point_infos(plan, col.points)
+    files = {point_name(i): out / "pcaps" / f"{capture_file_stem(i)}.pcap" for i in col.points}
+    packets = []
+    for point, path in files.items():
+        packets += read_pcap(path, point)
+    conntrack = {m: parse_conntrack(t) for m, t in col.conntrack.items()}
+    ipvs = {n: parse_ipvs_connections(t) for n, t in col.ipvs.items()}
+    texts = {}
+    for i in col.points:
+        txt = out / "capture" / f"{capture_file_stem(i)}.txt"
+        texts[f"{i.member}_{i.name}"] = txt.read_text() if txt.exists() else ""
+    rules_text = {f.name: f.read_text() for f in (out / "rules").glob("*.*")} if (out / "rules").is_dir() else {}
+    ipvs_services = {n.name: rules_text.get(f"{n.name}.ipvs", "") for n in sc.topology.nodes}
+    ledgers: list[FlowLedger] = []
+    explanations: dict[str, FlowExplanation] = {}
+    altered = frozenset([f["member"] for f in col.faults if f.get("delete_rules")]
+                        + [n for f in col.faults for n in f.get("rules_changed") or ()])
+    proxy = plan.proxy or proxy_state(sc.topology)
+    for flow in sc.flows:
+        res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
+        fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,
+                               res.connections, packets, infos)
+        attach_state(fl, conntrack, ipvs)
+        explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
+                                             texts, ipvs_services, altered, proxy)
+        ledgers.append(fl)
+    by_name = {fl.name: fl for fl in ledgers}
+    checks: list[Check] = []
+    ports = fixed_ports(sc.topology)
+    written: list[Path] = []
+    for exp in sc.spec.expect:
+        checks += check_flow(exp, by_name[exp.flow], rules_text)
+        checks += check_died(exp, exp.flow, explanations[exp.flow].verdicts)
+        gdir = sc.golden_dir(exp)
+        if gdir is not None:
+            if update_goldens:
+                written += write_goldens(gdir, texts, ports)
+            checks += check_goldens(exp.flow, gdir, texts, ports)
+    for fl in ledgers:
+        res = col.results.get(fl.name)
+        if res is not None and not res.connections:
+            checks.append(Check(fl.name, "client", False, "one result per connection",
+                                res.stderr or "the client reported nothing"))
+        for d in explanations[fl.name].disagreements:
+            checks.append(Check(fl.name, "model vs kernel", False, "the kernel takes a path the model oracle "
+                                "predicts for the generated rules", d))
+    details = {name: ex.details for name, ex in explanations.items()}
+    return Analysis(ledgers, checks, written, explanations, details, col.faults, infos, files, packets)
+
+
+def hops_document(sc: Scenario, a: Analysis, runtime: str, reason: str, kernel: str) -> dict[str, Any]:
+    """The hops.json document of an analysed run (after run.pcapng numbered every hop's frames)."""
+    flows_ok = {fl.name: all(c.ok for c in a.checks if c.flow == fl.name) for fl in a.ledgers}
+    return {"scenario": sc.name, "mode": sc.topology.kubeProxy.mode, "lab": sc.topology.name,
+            "runtime": runtime, "reason": reason, "kernel": kernel,
+            "ok": all(c.ok for c in a.checks),
+            "faults": a.faults,
+            "flows": [with_verdicts({**hops_json(fl, flows_ok[fl.name]), **a.explanations[fl.name].to_json()},
+                                    a.explanations[fl.name]) for fl in a.ledgers],
+            "checks": [c.to_json() for c in a.checks]}
