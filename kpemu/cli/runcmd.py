@@ -12,72 +12,44 @@ from kpemu.errors import InputError, KpemuError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from contextlib import AbstractContextManager
 
     from rich.console import Console
 
     from kpemu.model.scenario import Scenario
+    from kpemu.pipeline import Options, Outcome
     from kpemu.runtimes.base import Runtime
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kpemu.model.scenario import load_scenario
-    from kpemu.plan.fabric import capture_points
+    from kpemu import pipeline
+    from kpemu.examples import refuse_writes_inside_package, resolve
     from kpemu.report.terminal import print_summary
-    from kpemu.run import out_dir_for, resolved, run_in_guest, run_scenario
-    from kpemu.runtimes import choose, needs_of
 
     if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json):
         raise InputError("kpemu run: --compare-modes runs both modes itself; it does not combine with "
                          "--proxy-mode, --update-goldens or --json")
-    from kpemu.examples import refuse_writes_inside_package, resolve
-
     args.scenarios = [str(resolve(f)) for f in args.scenarios]  # example:NAME -> the shipped file
     if args.update_goldens:
         refuse_writes_inside_package(args.scenarios, "--update-goldens")
     if args.name and (len(args.scenarios) > 1 or args.compare_modes):
         raise InputError("kpemu run: --name names the lab of one scenario run in one mode; give one SCENARIO "
                          "without --compare-modes")
-    # every file valid before anything is built
-    scenarios = [load_scenario(f, args.proxy_mode, capture_points, args.name) for f in args.scenarios]
-    names = [sc.name for sc in scenarios]
-    dups = sorted({n for n in names if names.count(n) > 1})
-    if dups:
-        raise InputError(f"kpemu run: scenario {', '.join(dups)} given twice")
-    from kpemu.kernel.lab import require_root
-
-    require_root()
+    scenarios = pipeline.load(args.scenarios, args.proxy_mode, args.name)
     console = human_console(stderr=args.json)
     several = len(scenarios) > 1
+    opts = pipeline.Options(args.runtime, args.trace, args.update_goldens, Path(args.out or "runs"))
     if args.compare_modes:
-        return max(_compare_modes(args, f, console, out_dir_for(args.out, sc.name, several))
+        return max(_compare_modes(f, pipeline.out_dir_for(args.out, sc.name, several), opts, console)
                    for f, sc in zip(args.scenarios, scenarios, strict=True))
-    decisions = choose(args.runtime, [needs_of(sc) for sc in scenarios])
-    scenarios, decisions = _without_blocked(scenarios, decisions, console)
-    scenarios = [resolved(sc, rt) for sc, (rt, _) in zip(scenarios, decisions, strict=True)]
-    worst, results = 0, []
-    in_vm = [sc for sc, (rt, _) in zip(scenarios, decisions, strict=True) if rt.batched]
-    if in_vm:
-        reason = next(r for rt, r in decisions if rt.batched)
-        console.print(f"runtime: vm for {', '.join(sc.name for sc in in_vm)} ({reason})")
-        cold_root = (out_dir_for(args.out, in_vm[0].name, several) if len(in_vm) == 1
-                     else Path(args.out or "runs")) / "guest"
-        # The guest only collects (deploy, traffic, captures): analysis is pure and much faster here.
-        with progress(console) as step:
-            done, failed = run_in_guest([(sc, out_dir_for(args.out, sc.name, several)) for sc in in_vm],
-                                        cold_root, args.update_goldens, reason, args.trace, step,
-                                        _notice(console))
-        results += done
-        for name, e in failed:
-            console.print(f"{name}: {e}")
-            worst = max(worst, e.exit_code)
-    for sc, (rt, reason) in zip(scenarios, decisions, strict=True):
-        if not rt.batched:
-            console.print(f"runtime: host for {sc.name} ({reason})")
-            with progress(console) as step:
-                results.append(run_scenario(sc, out_dir_for(args.out, sc.name, several), args.update_goldens,
-                                            rt, reason, trace=args.trace, progress=step))
-    reports = []
-    for res in results:
+    outcomes = pipeline.run([(sc, pipeline.out_dir_for(args.out, sc.name, several)) for sc in scenarios], opts,
+                            _Shown(console))
+    worst, reports = 0, []
+    for o in outcomes:
+        if isinstance(o.result, KpemuError):
+            worst = max(worst, o.result.exit_code)
+            continue
+        res = o.result
         for p in res.goldens_written[:1]:
             console.print(f"goldens rewritten in {p.parent}")
         for f in res.hops.get("faults") or []:
@@ -93,119 +65,63 @@ def cmd_run(args: argparse.Namespace) -> int:
     return worst
 
 
-def _notice(console: Console) -> Callable[[str], None]:
-    """What a run must say for good, not as passing progress (a guest that hung)."""
-    return lambda msg: console.print(msg, markup=False, highlight=False)
+class _Shown:
+    """What a run tells, on the console (kpemu.pipeline.Listener)."""
+
+    def __init__(self, console: Console):
+        self.console = console
+
+    def placed(self, runtime: Runtime, reason: str, scenarios: list[Scenario]) -> None:
+        self.console.print(f"runtime: {runtime.name} for {', '.join(sc.name for sc in scenarios)} ({reason})")
+
+    def skipped(self, sc: Scenario, why: str, fix: str) -> None:
+        self.console.print(f"skipped {sc.name}: {why} (fix: {fix})")
+
+    def progress(self) -> AbstractContextManager[Callable[[str], None]]:
+        return progress(self.console)
+
+    def notice(self, msg: str) -> None:
+        """What a run must say for good, not as passing progress (a guest that hung)."""
+        self.console.print(msg, markup=False, highlight=False)
+
+    def failed(self, outcome: Outcome) -> None:
+        self.console.print(f"{outcome.scenario.name}: {outcome.result}")
 
 
-def _without_blocked(scenarios: list[Scenario], decisions: list[tuple[Runtime, str]],
-                     console: Console) -> tuple[list[Scenario], list[tuple[Runtime, str]]]:
-    """Scenarios with container members that cannot run where they would (docker absent, or the
-    guest kernel): one such scenario is an environment problem (exit 3); in a batch it is reported
-    as skipped with the reason, and the others run."""
-    from kpemu.errors import EnvironmentProblem
+class _ShownPerMode(_Shown):
+    """What `--compare-modes` tells: each batch's modes (and, on this kernel, its lab); failures become notes."""
 
-    keep = []
-    for sc, d in zip(scenarios, decisions, strict=True):
-        why = d[0].refuses(sc.topology)
-        if why is None:
-            keep.append((sc, d))
-        elif len(scenarios) == 1:
-            raise EnvironmentProblem(f"{sc.name}: {why[0]}", why[1])
-        else:
-            console.print(f"skipped {sc.name}: {why[0]} (fix: {why[1]})")
-    return [sc for sc, _ in keep], [d for _, d in keep]
+    def placed(self, runtime: Runtime, reason: str, scenarios: list[Scenario]) -> None:
+        modes = " and ".join(sc.topology.kubeProxy.mode for sc in scenarios)
+        lab = "" if runtime.batched else f", lab {scenarios[0].topology.name}"
+        self.console.print(f"runtime: {runtime.name} for {scenarios[0].name} in {modes} mode{lab} ({reason})")
+
+    def failed(self, outcome: Outcome) -> None:
+        pass
 
 
-def _variants(file: str, notes: dict[str, str]) -> dict[str, Scenario]:
-    """The scenario in every mode its kube-proxy release has (a mode it lacks gets a note); the first
-    mode (iptables), the one every other is compared with, must load."""
+def _compare_modes(file: str, base: Path, opts: Options, console: Console) -> int:
+    """`kpemu run FILE --compare-modes` (kpemu.pipeline.compare_modes): each mode's summary, then each other
+    mode's ledger next to iptables mode's, from the hops.json files."""
     from kpemu.model.modes import MODE_FACTS
-    from kpemu.model.scenario import load_scenario
-    from kpemu.plan.fabric import capture_points
-
-    out = {}
-    for m in MODE_FACTS:
-        try:
-            out[m] = load_scenario(file, m, capture_points)
-        except InputError as e:
-            if not out:
-                raise
-            notes[m] = f"not run: {e}"
-    return out
-
-
-def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: Path) -> int:
-    """`kpemu run FILE --compare-modes`: the flows under iptables, IPVS and nftables, ledgers side by side.
-
-    Each mode's part runs where its kernel needs are met (`choose_runtimes`): on this kernel, or
-    in the guest (the warm one, else one boot for every mode that needs it). Each part writes
-    <base>/<mode>/; each other mode's ledger is printed next to iptables mode's from the hops.json files.
-    """
-    from kpemu.analyse.expect import fixed_ports
-    from kpemu.model.modes import MODE_FACTS
+    from kpemu.pipeline import compare_modes
     from kpemu.report.compare import print_comparison
     from kpemu.report.terminal import print_summary
-    from kpemu.run import resolved, run_in_guest, run_scenario
-    from kpemu.runtimes import choose, needs_of
 
-    notes: dict[str, str] = {}
-    variants = _variants(file, notes)
-    modes = tuple(variants)
-    every, baseline = tuple(MODE_FACTS), modes[0]
-    decisions = dict(zip(modes, choose(args.runtime, [needs_of(sc) for sc in variants.values()]), strict=True))
-    variants = {m: resolved(sc, decisions[m][0]) for m, sc in variants.items()}
-    rcs: dict[str, int] = {}
-    for m in every:
-        (base / m / "hops.json").unlink(missing_ok=True)
-    runs = []
-    in_vm = [m for m in modes if decisions[m][0].batched]
-    if in_vm:
-        reason = next(decisions[m][1] for m in in_vm)
-        console.print(f"runtime: vm for {variants[baseline].name} in {' and '.join(in_vm)} mode ({reason})")
-        try:
-            with progress(console) as step:
-                done, failed = run_in_guest([(variants[m], base / m) for m in in_vm], base / "guest", False,
-                                            reason, args.trace, step, _notice(console))
-        except KpemuError as e:
-            done, failed = [], [(variants[m].name, e) for m in in_vm]
-        errors = dict(failed)
-        runs += list(zip([m for m in in_vm if variants[m].name not in errors], done, strict=True))
-        for m in in_vm:
-            if variants[m].name in errors:
-                rcs[m] = errors[variants[m].name].exit_code
-                notes[m] = f"{m} mode needs the guest kernel ({reason}), and the guest could not run: " \
-                           f"{errors[variants[m].name]}"
-    for m in modes:
-        rt, reason = decisions[m]
-        if rt.batched:
-            continue
-        sc = variants[m]
-        console.print(f"runtime: host for {sc.name} in {m} mode, lab {sc.topology.name} ({reason})")
-        try:
-            with progress(console) as step:
-                runs.append((m, run_scenario(sc, base / m, False, rt, reason, trace=args.trace, progress=step)))
-        except KpemuError as e:  # one mode failing here must not hide the others
-            notes[m], rcs[m] = f"{m} mode could not run on this kernel: {e}", e.exit_code
-    for m, res in runs:
-        print_summary(console, f"{res.name} [{m}]", res.ledgers, res.checks, res.seconds, str(res.out_dir),
-                      res.hops.get("flows"))
-        rcs[m] = res.exit_code
-    ledgers = {}
-    for m in every:
-        path = base / m / "hops.json"
-        ledgers[m] = json.loads(path.read_text()) if path.is_file() else None
-        if ledgers[m] is None and m not in notes:
-            notes[m] = f"{m} mode left no {path} (exit {rcs.get(m)})"
-    name, fixed = variants[baseline].name, fixed_ports(variants[baseline].topology)
+    cmp = compare_modes(file, base, opts, _ShownPerMode(console))
+    for o in cmp.outcomes:
+        if not isinstance(o.result, KpemuError):
+            res = o.result
+            print_summary(console, f"{res.name} [{o.scenario.topology.kubeProxy.mode}]", res.ledgers, res.checks,
+                          res.seconds, str(res.out_dir), res.hops.get("flows"))
     differ = 0
-    for m in every[1:]:
-        console.rule(f"{name}: {baseline} vs {MODE_FACTS[m].title}")
-        differ += print_comparison(console, name, (baseline, m), ledgers[baseline], ledgers[m], fixed, notes)
-    if all(ledgers.values()):
-        console.print(f"{differ} row(s) differ from {baseline} mode; every run under {base}")
-    ran = [m for m in modes if ledgers[m] is not None]
-    return max([*rcs.values(), 3 if len(ran) < len(modes) else 0])
+    for m in tuple(MODE_FACTS)[1:]:
+        console.rule(f"{cmp.name}: {cmp.baseline} vs {MODE_FACTS[m].title}")
+        differ += print_comparison(console, cmp.name, (cmp.baseline, m), cmp.ledgers[cmp.baseline], cmp.ledgers[m],
+                                   cmp.fixed, cmp.notes)
+    if all(cmp.ledgers.values()):
+        console.print(f"{differ} row(s) differ from {cmp.baseline} mode; every run under {base}")
+    return cmp.exit_code
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,254 @@
+"""`kpemu run` as one recipe: load -> choose a runtime -> plan -> job -> collect -> analyse -> write reports.
+
+`load` validates every file before anything is built; `run` does the rest for any list of scenarios,
+and `compare_modes` is `run` over one scenario's kube-proxy mode variants. What a run must say on the
+way (which runtime, progress, a hung guest) goes to a `Listener`; printing is the CLI's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from kpemu import runtimes
+from kpemu.analyse.expect import fixed_ports
+from kpemu.analyse.pipeline import RunResult, analyse
+from kpemu.errors import EnvironmentProblem, InputError, KpemuError
+from kpemu.jobs.build import collect_job, lab_plan, release_tuple
+from kpemu.jobs.collected import collected_from_json
+from kpemu.jobs.execute import COLLECTED
+from kpemu.jobs.verify import check_saved_rules
+from kpemu.kernel.lab import require_root
+from kpemu.model.modes import MODE_FACTS
+from kpemu.model.scenario import Scenario, load_scenario
+from kpemu.outlock import out_dir_lock
+from kpemu.plan.fabric import capture_points
+from kpemu.plan.types import Plan
+from kpemu.report.write import write_reports
+from kpemu.runtimes.base import Gathered, Progress, Runtime, Work
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to run: where (`runtime`: auto | host | vm, None: the runtimes' default), with traces or not, and
+    what to do with goldens and failures."""
+
+    runtime: str | None = None
+    trace: bool = True
+    update_goldens: bool = False
+    runs_dir: Path = Path("runs")  # several scenarios' parent folder: a runtime's shared files go to its guest/
+    work_dir: Path | None = None  # where a runtime keeps its own files (default: see `_work_dir`)
+    keep_going: bool = False  # a scenario that fails is its outcome, and the others run (else it stops the run)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One scenario's run: where it ran and why, and what it produced or the error that stopped it."""
+
+    scenario: Scenario
+    out: Path
+    runtime: Runtime
+    reason: str
+    result: RunResult | KpemuError
+
+
+class Listener(Protocol):
+    """What a run tells on the way (the CLI prints it)."""
+
+    def placed(self, runtime: Runtime, reason: str, scenarios: list[Scenario]) -> None:
+        """A batch of scenarios is about to run in `runtime`."""
+
+    def skipped(self, sc: Scenario, why: str, fix: str) -> None:
+        """A scenario of several cannot run where it would."""
+
+    def progress(self) -> AbstractContextManager[Progress]:
+        """A live progress line for one batch."""
+        ...
+
+    def notice(self, msg: str) -> None:
+        """Something that must stay on screen (a guest that hung)."""
+
+    def failed(self, outcome: Outcome) -> None:
+        """A scenario of a batch failed; the others went on."""
+
+
+def out_dir_for(out: str | None, name: str, several: bool) -> Path:
+    """Where one scenario's files go: --out itself for one scenario, --out/<name> for several."""
+    if out is None:
+        return Path("runs") / name
+    return Path(out) / name if several else Path(out)
+
+
+def load(files: Sequence[str], proxy_mode: str | None = None, lab: str | None = None) -> list[Scenario]:
+    """Every scenario file loaded and valid (each name once) before anything is built, then this process
+    checked for the privilege to build labs."""
+    scenarios = [load_scenario(f, proxy_mode, capture_points, lab) for f in files]
+    names = [sc.name for sc in scenarios]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise InputError(f"kpemu run: scenario {', '.join(dups)} given twice")
+    require_root()
+    return scenarios
+
+
+def run(scenarios: Sequence[tuple[Scenario, Path]], opts: Options, tell: Listener) -> list[Outcome]:
+    """Run each (scenario, output folder): choose its runtime, drop what cannot run there, then per batch
+    plan each lab for the runtime's kernel, build its job, collect, analyse and write the reports.
+    Outcomes in the order the batches ran (a batched runtime's first, see kpemu.runtimes.batches)."""
+    placed = runtimes.choose(opts.runtime, [runtimes.needs_of(sc) for sc, _ in scenarios])
+    runnable = _runnable(list(scenarios), placed, tell)
+    outcomes: list[Outcome] = []
+    for runtime, reason, batch in runtimes.batches(runnable):
+        tell.placed(runtime, reason, [sc for sc, _ in batch])
+        done = _run_batch(runtime, reason, batch, opts, tell)
+        for o in done:
+            if isinstance(o.result, KpemuError):
+                tell.failed(o)
+        outcomes += done
+    return outcomes
+
+
+def _runnable(scenarios: list[tuple[Scenario, Path]], placed: list[tuple[Runtime, str]], tell: Listener,
+              ) -> list[tuple[Runtime, str, tuple[Scenario, Path]]]:
+    """The scenarios their runtime can run (container members need the host's kernel and docker): one
+    that cannot is an environment problem (exit 3); in a batch it is skipped with the reason."""
+    keep = []
+    for (sc, out), (runtime, reason) in zip(scenarios, placed, strict=True):
+        why = runtime.refuses(sc.topology)
+        if why is None:
+            keep.append((runtime, reason, (sc, out)))
+        elif len(scenarios) == 1:
+            raise EnvironmentProblem(f"{sc.name}: {why[0]}", why[1])
+        else:
+            tell.skipped(sc, *why)
+    return keep
+
+
+def _work_dir(batch: list[tuple[Scenario, Path]], opts: Options) -> Path:
+    """A runtime's own files for a batch: `opts.work_dir`, else the one scenario's folder's guest/, else the
+    runs folder's."""
+    return opts.work_dir or (batch[0][1] if len(batch) == 1 else opts.runs_dir) / "guest"
+
+
+def _run_batch(runtime: Runtime, reason: str, batch: list[tuple[Scenario, Path]], opts: Options,
+               tell: Listener) -> list[Outcome]:
+    """Plan, job, collect, analyse and report one batch, holding every output folder throughout."""
+    try:
+        with tell.progress() as step, contextlib.ExitStack() as held:
+            for _, out in batch:
+                held.enter_context(out_dir_lock(out))
+            kernel = release_tuple(runtime.kernel_release())
+            resolved = [replace(sc, topology=runtime.resolve(sc.topology)) for sc, _ in batch]
+            plans = [lab_plan(sc.topology, kernel) for sc in resolved]
+            jobs = [Work(sc.name, collect_job(sc, plan, kernel, opts.trace), out)
+                    for sc, plan, (_, out) in zip(resolved, plans, batch, strict=True)]
+            gathered = runtime.collect(jobs, _work_dir(batch, opts), step, tell.notice)
+            return [_outcome(runtime, reason, sc, plan, w, got, opts, step)
+                    for sc, plan, w, got in zip(resolved, plans, jobs, gathered, strict=True)]
+    except KpemuError as e:
+        if not opts.keep_going:
+            raise
+        return [Outcome(sc, out, runtime, reason, e) for sc, out in batch]
+
+
+def _outcome(runtime: Runtime, reason: str, sc: Scenario, plan: Plan, w: Work, got: Gathered | KpemuError,
+             opts: Options, progress: Progress) -> Outcome:
+    """The analysed run of what the runtime gathered (a failed analysis stops the run unless the runtime
+    batches or `opts.keep_going`)."""
+    if isinstance(got, KpemuError):
+        return Outcome(sc, w.out, runtime, reason, got)
+    try:
+        result = _analysed(sc, plan, w.out, got, runtime.name, f"{reason}; {got.how}" if got.how else reason,
+                           opts.update_goldens, progress)
+    except KpemuError as e:
+        if not (runtime.batched or opts.keep_going):
+            raise
+        return Outcome(sc, w.out, runtime, reason, e)
+    return Outcome(sc, w.out, runtime, reason, result)
+
+
+def _analysed(sc: Scenario, plan: Plan, out: Path, got: Gathered, runtime: str, reason: str,
+              update_goldens: bool, progress: Progress) -> RunResult:
+    """The pure half of a run from the files the runtime left in `out` (with the plan its job was made
+    from): the read-back check, the analysis, and the reports."""
+    started = time.perf_counter()
+    path = out / COLLECTED
+    if not path.is_file():
+        raise EnvironmentProblem(f"{sc.name}: the run left no {path} (the collection did not finish)", got.logs)
+    data = json.loads(path.read_text())
+    if "readback" in data:
+        check_saved_rules(data["readback"], out / "rules")
+    progress(f"analysing {sc.name}: ledger, pcapng, attribution, oracle, reports")
+    a = analyse(sc, plan, collected_from_json(data), out, update_goldens)
+    seconds = data["seconds"] + time.perf_counter() - started
+    hops = write_reports(out, sc, a, runtime, reason, data["kernel"], seconds, data["trace"])
+    return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
+
+
+# ---------------------------------------------------------------- --compare-modes
+
+
+@dataclass
+class Comparison:
+    """`run` over one scenario's mode variants: the outcomes, and each mode's hops.json (None: none)."""
+
+    name: str
+    baseline: str  # the mode every other is compared with (iptables)
+    base: Path
+    outcomes: list[Outcome]
+    ledgers: dict[str, dict[str, Any] | None]
+    notes: dict[str, str] = field(default_factory=dict)  # mode -> why it has no ledger, or what to know
+    fixed: set[int] = field(default_factory=set)  # the ports every mode shares (kpemu.analyse.expect.fixed_ports)
+    exit_code: int = 0
+
+
+def mode_variants(file: str, notes: dict[str, str]) -> dict[str, Scenario]:
+    """The scenario in every mode its kube-proxy release has (a mode it lacks gets a note); the first
+    mode (iptables), the one every other is compared with, must load."""
+    out = {}
+    for m in MODE_FACTS:
+        try:
+            out[m] = load_scenario(file, m, capture_points)
+        except InputError as e:
+            if not out:
+                raise
+            notes[m] = f"not run: {e}"
+    return out
+
+
+def compare_modes(file: str, base: Path, opts: Options, tell: Listener) -> Comparison:
+    """`kpemu run FILE --compare-modes`: `run` over the flows under iptables, IPVS and nftables, each mode
+    where its kernel needs are met (this kernel, or the guest: one boot for every mode that needs it),
+    into <base>/<mode>/; then every mode's hops.json, for the comparison with iptables mode's."""
+    notes: dict[str, str] = {}
+    variants = mode_variants(file, notes)
+    modes, every = tuple(variants), tuple(MODE_FACTS)
+    for m in every:
+        (base / m / "hops.json").unlink(missing_ok=True)
+    outcomes = run([(sc, base / m) for m, sc in variants.items()],
+                   replace(opts, update_goldens=False, work_dir=base / "guest", keep_going=True), tell)
+    rcs: dict[str, int] = {}
+    for o in outcomes:
+        m = o.scenario.topology.kubeProxy.mode
+        if isinstance(o.result, KpemuError):
+            rcs[m] = o.result.exit_code
+            notes[m] = o.runtime.could_not_run(f"{m} mode", o.reason, o.result)
+        else:
+            rcs[m] = o.result.exit_code
+    ledgers: dict[str, dict[str, Any] | None] = {}
+    for m in every:
+        path = base / m / "hops.json"
+        ledgers[m] = json.loads(path.read_text()) if path.is_file() else None
+        if ledgers[m] is None and m not in notes:
+            notes[m] = f"{m} mode left no {path} (exit {rcs.get(m)})"
+    ran = [m for m in modes if ledgers[m] is not None]
+    baseline = modes[0]
+    return Comparison(variants[baseline].name, baseline, base, outcomes, ledgers, notes,
+                      fixed_ports(variants[baseline].topology),
+                      max([*rcs.values(), 3 if len(ran) < len(modes) else 0]))
