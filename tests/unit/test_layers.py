@@ -1,6 +1,7 @@
-"""The arrows point one way: model <- plan/proxy/cni <- kernel/runtime <- run, and analysis and
-reports never import kernel code. Every `import` in the package is read (function-level imports
-included), so a lazy import cannot hide a wrong arrow."""
+"""The arrows point one way: model <- plan/proxy/cni <- kernel/jobs <- runtimes <- pipeline <- cli,
+analysis and reports never import kernel code, and the CLI reaches the kernel only through the
+pipeline and the runtimes. Every `import` in the package is read (function-level imports included),
+so a lazy import cannot hide a wrong arrow."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kpemu"
 # The layers that run, deploy or touch the kernel.
-KERNEL_SIDE = {"kernel", "jobs", "runtimes", "run", "docker", "cli"}
+KERNEL_SIDE = {"kernel", "jobs", "runtimes", "pipeline", "docker", "cli"}
 # layer -> the kpemu top-level modules it must not import
 FORBIDDEN = {
     "model": KERNEL_SIDE | {"plan", "proxy", "analyse", "report", "capture", "traffic", "dumps"},
@@ -22,11 +23,14 @@ FORBIDDEN = {
     "analyse": KERNEL_SIDE,
     "report": KERNEL_SIDE,
     "dumps": KERNEL_SIDE,
-    "kernel": {"runtimes", "run", "cli"},
-    "jobs": {"runtimes", "run", "cli"},
-    "docker": {"runtimes", "run", "cli"},
-    "runtimes": {"run", "cli"},
+    "kernel": {"runtimes", "pipeline", "cli"},
+    "jobs": {"runtimes", "pipeline", "cli"},
+    "docker": {"runtimes", "pipeline", "cli"},
+    "runtimes": {"pipeline", "cli"},
 }
+# What the CLI may import: the pipeline, the runtimes, the pure packages and the light root modules.
+CLI_MAY_IMPORT = {"cli", "pipeline", "runtimes", "model", "plan", "cni", "proxy", "analyse", "report", "dumps",
+                  "k8s", "examples", "errors", "system", "readiness"}
 
 
 @functools.cache
@@ -47,6 +51,12 @@ def _imports() -> list[tuple[str, str]]:
 def test_layer_imports_point_one_way(layer: str) -> None:
     wrong = [f"{where} imports {name}" for where, name in _imports()
              if where.endswith(f"({layer})") and name.split(".")[1] in FORBIDDEN[layer]]
+    assert wrong == []
+
+
+def test_the_cli_reaches_the_kernel_only_through_the_pipeline_and_the_runtimes() -> None:
+    wrong = [f"{where} imports {name}" for where, name in _imports()
+             if where.endswith("(cli)") and name.split(".")[1] not in CLI_MAY_IMPORT]
     assert wrong == []
 
 
