@@ -295,11 +295,11 @@ def deploy_lab(topo: Any, source: str, progress: Progress = _quiet) -> dict[str,
         up(progress)
     topo = with_nfacct(resolve_random_fully(topo), nfacct_supported)
     job = deploy_job(topo, plan_fabric(topo), release_tuple(kernel_release()), source)
-    work, res = request("deploy", progress, job=job)
+    work, res = request("deploy", progress, job=job.to_json())
     if res["rc"] != 0:
         raise EnvironmentProblem(f"deploy in the guest failed: {res.get('error', '')}", f"see {work}")
     try:
-        check_saved_rules(job["readback"], work / "rules")
+        check_saved_rules(job.readback, work / "rules")
     except ApplyError:
         request("destroy", lab=topo.name)
         raise

@@ -68,8 +68,8 @@ def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabSta
     job = deploy_job(topo, plan or plan_fabric(topo), release_tuple(os.uname().release), source)
     state = execute(job)
     try:
-        problems = readback_problems(job["readback"], lambda node, kind: rules_text(
-            job["nodes"][node], kind, job["backend"]))
+        problems = readback_problems(job.readback, lambda node, kind: rules_text(
+            job.nodes[node], kind, job.backend))
         if problems:
             raise ApplyError("\n".join(problems))
     except BaseException:

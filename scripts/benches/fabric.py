@@ -69,7 +69,7 @@ def deploy_destroy_medians(topo: Topology, runs: int) -> tuple[float, float]:
 def _time_fabric_only(topo: Topology, runs: int) -> tuple[float, float]:
     """The fabric alone (what the shell script does too): namespaces, links, addresses, routes, no rules."""
     plan = plan_fabric(topo)
-    steps = [s.to_json() for s in fabric_steps(plan)]
+    steps = fabric_steps(plan)
     ups, downs = [], []
     for _ in range(runs):
         t0 = time.perf_counter()

@@ -22,7 +22,7 @@ def test_a_kernel_without_ipip_is_named_from_the_cni_registry(scratch: str) -> N
     job = deploy_job(topo, plan_fabric(topo), (6, 1))
     step = batch_step(f"links and addresses in {scratch}", scratch, ["link set tunl0 mtu 1480", "link set tunl0 up"])
     try:
-        run_step(step.to_json(), job)
+        run_step(step, job)
     except EnvironmentProblem as e:
         assert (e.reason, e.fix) == ("this kernel has no IPIP tunnel (module ipip), which cni: calico-ipip needs",
                                      "run with --runtime vm (a guest kernel with ipip), or `modprobe ipip`")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kpemu.jobs import execute
+from kpemu.jobs.schema import Job
 from kpemu.kernel.drops import (
     BPFTRACE_WRAPPER,
     INSTANCE_PREFIX,
@@ -27,7 +28,7 @@ from kpemu.kernel.netns import list_netns, run_in
 from kpemu.kernel.probe import FAULT_FEATURES
 from kpemu.model.scenario import load_scenario
 from kpemu.plan.fabric import plan_fabric
-from kpemu.run import analyse, collected_from_json, resolved, scenario_job
+from kpemu.run import analyse, resolved, scenario_job
 from kpemu.statedir import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,16 +39,17 @@ DROP_RULE = ('-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "default/web
 FLOW = "to-node-without-endpoint"
 
 
-def _verdict(sc, job: dict, state, out: Path) -> dict:
+def _verdict(sc, job: Job, state, out: Path) -> dict:
     """One pass of the flow's traffic in the deployed lab, analysed: the flow of hops.json."""
     execute.prepare_out(out)
     drops = start_drop_tracing(out / "drops-raw.txt")
     try:
         drops.watch(state.members)
-        col = execute._traffic(job, out, execute._quiet, drops)
+        gathered = execute._Gathered()
+        execute._traffic(job, out, execute._quiet, gathered, drops)
     finally:
         drops.stop()
-    a = analyse(sc, plan_fabric(sc.topology), collected_from_json(col), out, False, "host", "test",
+    a = analyse(sc, plan_fabric(sc.topology), gathered.collected(job, 0.0), out, False, "host", "test",
                 os.uname().release)
     return next(f for f in a.hops["flows"] if f["name"] == FLOW)
 

@@ -29,6 +29,7 @@ from kpemu.model import topology_from_data
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Node, Topology
+from kpemu.plan.batch import Step
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.faults import plan_fault
 from kpemu.plan.parts import Parts
@@ -105,8 +106,8 @@ def test_every_consumer_asks_the_registry(toy: Topology, tmp_path: Path) -> None
     assert "match:physdev" in requirements(TOY, "iptables") and "vxlan" not in requirements(TOY, "iptables")
     job = deploy_job(toy, plan_fabric(toy), (6, 1))
     with pytest.raises(EnvironmentProblem, match="no bridge module, which cni: toy-gw needs"):
-        _failure({"argv": ["ip"], "input": f"link add {TOY_BRIDGE} type bridge\n"}, "Unknown device type",
-                  job["device_needs"])
+        _failure(Step("run", "toy bridge", argv=("ip",), input=f"link add {TOY_BRIDGE} type bridge\n"),
+                 "Unknown device type", job.device_needs)
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "annotations": {"toy.example/gateway": "y"}},
             "spec": {"podCIDR": "10.244.0.0/24"}, "status": {"addresses": [{"type": "InternalIP",
                                                                              "address": "192.168.1.10"}]}}
@@ -128,10 +129,10 @@ def test_a_cni_without_a_tunnel_address_rejects_tunnel_ip(monkeypatch: pytest.Mo
 def test_the_calico_device_need_travels_with_the_job() -> None:
     topo = topology_from_data(yaml.safe_load((TOPOLOGIES / "calico-ipip.yaml").read_text()), "calico.yaml")
     job = deploy_job(topo, plan_fabric(topo), (6, 1))
-    step = {"argv": ["ip", "-batch", "-"], "input": "link set tunl0 mtu 1480\n"}
+    step = Step("run", "tunl0", argv=("ip", "-batch", "-"), input="link set tunl0 mtu 1480\n")
     with pytest.raises(EnvironmentProblem, match=r"no IPIP tunnel \(module ipip\), which cni: calico-ipip needs"):
-        _failure(step, 'Cannot find device "tunl0"', job["device_needs"])
-    assert _failure(step, "RTNETLINK answers: File exists", job["device_needs"]).endswith("File exists")
+        _failure(step, 'Cannot find device "tunl0"', job.device_needs)
+    assert _failure(step, "RTNETLINK answers: File exists", job.device_needs).endswith("File exists")
 
 
 def test_unknown_names_are_input_errors() -> None:

@@ -129,7 +129,7 @@ def test_container_command_is_filled_in(tmp_path: Path) -> None:
 
     sc = load_scenario(scenario(tmp_path, flows, [], {"image": IMAGE, "command": ["sleep", "60"]}))
     ip = sc.topology.pods[0].ip
-    job_flows = collect_job(sc, plan_fabric(sc.topology), (6, 1))["flows"]  # as the executor gets them
+    job_flows = [f.to_json() for f in collect_job(sc, plan_fabric(sc.topology), (6, 1)).flows]  # as executed
     assert job_flows[0]["container"] is True
     assert command_for(job_flows[0], 2) == ["sh", "-c", f"echo kpemu:f:002 | nc -w 2 {ip} 80"]
     assert command_for(job_flows[1], 0) == ["timeout", "2", "wget", "-S", "-q", "-O", "-", f"http://{ip}:80/x"]
