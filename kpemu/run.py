@@ -229,9 +229,7 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     hops["seconds"] = round(seconds, 3)
     hops["trace"] = col.trace
     (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
-    (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], a.ledgers, a.checks,
-                                                   seconds, flows_json=hops["flows"], mode=hops["mode"],
-                                                   faults=hops["faults"]))
+    (out / "report.md").write_text(render_markdown(hops))
     (out / "report.html").write_text(render_html(hops, sc.topology, a.details, files=run_files(out)))
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
 

@@ -80,8 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             console.print(f"goldens rewritten in {p.parent}")
         for f in res.hops.get("faults") or []:
             console.print(f"fault {f['kind']} on {f['member']}: {f['change']}", highlight=False, markup=False)
-        print_summary(console, res.name, res.ledgers, res.checks, res.seconds, str(res.out_dir),
-                      res.hops.get("flows"))
+        print_summary(console, res.hops, str(res.out_dir))
         console.print(f"  open {res.out_dir / 'report.html'}; every hop in Wireshark: {res.out_dir / 'run.pcapng'} "
                       "(report.md has the tshark command)", highlight=False, markup=False)
         reports.append(res.hops)
@@ -186,8 +185,7 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
         except KpemuError as e:  # one mode failing here must not hide the others
             notes[m], rcs[m] = f"{m} mode could not run on this kernel: {e}", e.exit_code
     for m, res in runs:
-        print_summary(console, f"{res.name} [{m}]", res.ledgers, res.checks, res.seconds, str(res.out_dir),
-                      res.hops.get("flows"))
+        print_summary(console, res.hops, str(res.out_dir), f"{res.name} [{m}]")
         rcs[m] = res.exit_code
     ledgers = {}
     for m in every:

@@ -206,14 +206,18 @@ def test_reports_show_what_an_http_flow_got() -> None:
     from kpemu.analyse.ledger import hops_json
     from kpemu.report.html import render_html
     from kpemu.report.markdown import render_markdown
+    from kpemu.report.runreport import RunReport
+
+    def report(fl: FlowLedger) -> RunReport:
+        return {"scenario": "s", "runtime": "host", "reason": "why", "kernel": "6.1", "ok": True,
+                "flows": [hops_json(fl, True)], "checks": [], "seconds": 1.0}
 
     fl = ledger((200, "kpemu pod nginx-1 <b>"))
-    md = render_markdown("s", "host", "why", "6.1", [fl], [], 1.0)
+    md = render_markdown(report(fl))
     assert "Connection 0 got HTTP 200:\n\n```\nkpemu pod nginx-1 <b>\n```" in md
-    page = render_html({"scenario": "s", "flows": [hops_json(fl, True)]})
+    page = render_html(report(fl))
     assert "<p>connection 0 got HTTP 200:</p><pre>kpemu pod nginx-1 &lt;b&gt;</pre>" in page
-    assert "got HTTP" not in render_markdown("s", "host", "why", "6.1", [ledger((None, "kpemu:f:000:reply:x"))],
-                                             [], 1.0)  # marker flows from bare clients look as before
+    assert "got HTTP" not in render_markdown(report(ledger((None, "kpemu:f:000:reply:x"))))  # bare clients' markers
 
 
 def test_namespace_client_speaks_http_and_names_the_pod_from_the_page() -> None:
