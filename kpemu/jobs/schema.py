@@ -176,6 +176,8 @@ class Collected:
 
 
 class _Malformed(Exception):
+    """A field that is not what its type says: where (as `a.b[0].c`), and what was expected."""
+
     def __init__(self, where: str, message: str):
         super().__init__(message)
         self.where, self.message = where, message

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kpemu.errors import EnvironmentProblem, InputError
-from kpemu.jobs import agent, exchange
+from kpemu.jobs import agent, exchange, execute
 from kpemu.jobs.schema import JOB_VERSION, Collected, Job, Readback
 from kpemu.model.scenario import load_scenario
 from kpemu.plan.tracing import CounterSnapshot, TraceData
@@ -87,6 +87,18 @@ def test_the_agent_refuses_a_job_of_another_version_before_executing(tmp_path: P
     req = {"id": "r1", "kind": "collect", "job": {**_job().to_json(), "version": 0}}
     res = agent.handle(tmp_path, req)
     assert res["rc"] == 3 and res["error"].startswith("job version 0 cannot be executed: ")
+
+
+@pytest.mark.parametrize(("version", "code", "said"), [
+    (JOB_VERSION + 1, 3, f"kpemu: job version {JOB_VERSION + 1} cannot be executed: "),
+    ("one", 2, "kpemu: job: version: expected an integer, got 'one'\n"),
+])
+def test_the_executor_refuses_a_bad_job_file_with_its_exit_code(version: object, code: int, said: str, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "job.json").write_text(json.dumps({**_job().to_json(), "version": version}))
+    assert execute.main([str(tmp_path / "job.json"), str(tmp_path / "out")]) == code
+    assert capsys.readouterr().err.startswith(said)
+    assert not (tmp_path / "out").exists()  # refused before anything ran
 
 
 @pytest.mark.parametrize(("change", "message"), [
