@@ -9,16 +9,9 @@ from collections.abc import Callable, Iterable
 from kpemu import cni as cni_registry
 from kpemu.errors import Problem
 from kpemu.model.limits import Machine, Need, descriptors_needed, limit_problems
-from kpemu.model.modes import MODE_FACTS
+from kpemu.model.modes import MODE_FACTS, NEWEST_MINOR, OLDEST_MINOR
 from kpemu.model.names import NETNS_NAME_MAX, netns_name
-from kpemu.model.topology import (
-    NEWEST_MINOR,
-    OLDEST_MINOR,
-    Container,
-    Pod,
-    Service,
-    Topology,
-)
+from kpemu.model.topology import Container, Pod, Service, Topology
 
 Net = ipaddress.IPv4Network
 Report = Callable[[str, str], None]
