@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from kpemu.cni import cni_of
+from kpemu import cni as cni_registry
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
@@ -18,8 +18,6 @@ from kpemu.proxy.modes import node_state
 from kpemu.proxy.proxymode import restore_step
 
 CONNTRACK_MAX = "net/netfilter/nf_conntrack_max"
-# the nat chains whose MASQUERADE rules no-masquerade removes: kube-proxy's, flannel's, calico's
-MASQUERADE_CHAINS = ("KUBE-POSTROUTING", "FLANNEL-POSTRTG", "cali-nat-outgoing")
 
 
 @dataclass(frozen=True)
@@ -83,7 +81,7 @@ def _plan_fault(topo: Topology, f: Fault) -> FaultStep:
                     f"{node} by {f.device} with Don't Fragment set is dropped (PKT_TOO_BIG) and its sender gets "
                     "ICMP fragmentation needed")
     if f.kind == "rp-filter":
-        dev = cni_of(topo).pod_device  # where a route "sent astray" points
+        dev = cni_registry.cni_of(topo).pod_device  # where a route "sent astray" points
         return FaultStep(
             f.kind, node, ns,
             commands=(_sysctl("net.ipv4.conf.all.rp_filter", "1"), _sysctl("net.ipv4.conf.eth0.rp_filter", "1"),
@@ -95,7 +93,8 @@ def _plan_fault(topo: Topology, f: Fault) -> FaultStep:
                     "any filter rule")
     if f.kind == "no-masquerade":
         return FaultStep(
-            f.kind, node, ns, delete_rules=("nat", MASQUERADE_CHAINS, "MASQUERADE"),
+            f.kind, node, ns, delete_rules=("nat", ("KUBE-POSTROUTING", *cni_registry.masquerade_chains()),
+                                            "MASQUERADE"),
             change=f"every MASQUERADE rule of {node} removed (kube-proxy's in KUBE-POSTROUTING, and the CNI's, which "
                    "would otherwise masquerade traffic into the pod network too): forwarded packets keep the client's "
                    "source address",
