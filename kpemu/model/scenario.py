@@ -9,18 +9,14 @@ created (exit 2).
 
 from __future__ import annotations
 
-import copy
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from kpemu.errors import InputError, Problem
-from kpemu.model import read_topology_source, topology_from_data
-from kpemu.model.load import parse_model, read_yaml
+from kpemu.errors import Problem
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import LabName, Strict, Topology, _check_ip
 
@@ -232,107 +228,6 @@ class Scenario:
         return (self.path.parent / str(exp.golden)).resolve()
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
-
-
-# A topology's capture points ("member/interface"), from the plan layer (kpemu.plan.fabric.capture_points):
-# the model cannot know the CNI's interface names without planning the fabric.
-CapturePoints = Callable[[Topology], set[str]]
-
-
-def load_scenario(path: str | Path, proxy_mode: str | None = None,
-                  capture_points: CapturePoints | None = None, lab: str | None = None) -> Scenario:
-    """Read and validate a scenario file and its topology; InputError lists every problem.
-
-    `proxy_mode` (iptables | ipvs | nftables) overrides the topology's kubeProxy.mode and names the
-    lab `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations (written for
-    the file's mode) are dropped, the others are kept. With `capture_points`, every hop's `at` must
-    be one of them. `lab` (the CLI's --name) replaces the lab name the file gives: two copies of one
-    scenario run at once under two names.
-    """
-    return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode, capture_points, lab)
-
-
-def load_file(path: str | Path, capture_points: CapturePoints | None = None) -> Topology | Scenario:
-    """A topology or a scenario file (a scenario has `flows:`), read once; InputError lists every problem."""
-    path = Path(path)
-    if not path.is_dir():
-        try:
-            data = read_yaml(path)
-        except InputError:
-            data = None  # several documents (Kubernetes manifests), or bad: the topology reader says which
-        if isinstance(data, dict) and "flows" in data:
-            return scenario_from_data(data, path, capture_points=capture_points)
-    return topology_from_data(read_topology_source(path), str(path))
-
-
-def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None,
-                       capture_points: CapturePoints | None = None, lab: str | None = None) -> Scenario:
-    """`load_scenario` on the already-read YAML of the scenario file `path`."""
-    file = str(path)
-    if lab is not None and isinstance(data, dict):
-        data = {**data, "lab": lab}
-    spec = parse_model(ScenarioSpec, data, file)
-    if isinstance(spec.topology, str):
-        data, topo_file = _topology_file(path, spec.topology)
-    else:
-        data, topo_file = spec.topology, file
-    data = _merge(data, spec.overrides)
-    data["name"] = spec.lab or spec.name
-    if proxy_mode is not None:
-        kp = dict(data.get("kubeProxy") or {})
-        native = kp.get("mode", "iptables")
-        data["kubeProxy"] = {**kp, "mode": proxy_mode}
-        data["name"] = f"{data['name']}-{proxy_mode}"
-        if proxy_mode != native:
-            spec = spec.model_copy(update={"expect": [e.model_copy(update={"rules": [], "golden": None})
-                                                      for e in spec.expect]})
-    try:
-        topo = topology_from_data(data, topo_file)
-    except InputError as e:
-        prefix = "topology." if topo_file == file else ""
-        fixed = [Problem(p.file, prefix + p.path if p.file == file else p.path, p.message) for p in e.problems]
-        if spec.overrides:
-            fixed = [Problem(p.file, p.path, p.message + " (after the scenario's overrides)") for p in fixed]
-        raise InputError(fixed) from None
-    problems: list[Problem] = []
-    containers = topo.containers()
-    flows = tuple(replace(f, src_container=f.src_member in containers)
-                  for i, fl in enumerate(spec.flows) if (f := _resolve(topo, fl, i, file, problems)))
-    problems += check_expectations(spec, topo, file, capture_points(topo) if capture_points else None)
-    problems += [Problem(file, f"flows[{spec.flows.index(f.flow)}].sourcePort", "a fixed source port is for UDP flows "
-                         "(TCP would wait out TIME_WAIT between connections); drop sourcePort or send UDP")
-                 for f in flows if f.flow.sourcePort is not None and f.protocol != "UDP"]
-    if problems:
-        raise InputError(problems)
-    return Scenario(spec, topo, path, flows)
-
-
-def _topology_file(scenario: Path, name: str) -> tuple[dict[str, Any], str]:
-    """The mapping in the scenario's `topology:` file and that file's path; a problem reading it names
-    the scenario's `topology` field."""
-    topo_path = (scenario.parent / name).resolve()
-
-    def bad(msg: str) -> InputError:
-        return InputError([Problem(str(scenario), "topology", f"{name!r}: {msg}; expected the path of a topology "
-                                                              "YAML file (relative to the scenario) or an inline "
-                                                              "mapping")])
-
-    if not topo_path.exists():
-        raise bad("no such file")
-    try:
-        data = read_topology_source(topo_path)
-    except InputError as e:
-        raise bad("; ".join(f"{topo_path}{': ' + p.path if p.path else ''}: {p.message}" for p in e.problems)) from None
-    if not isinstance(data, dict):
-        raise bad(f"{topo_path} is not a topology (its YAML is not a mapping of keys to values)")
-    return data, str(topo_path)
-
-
 def _members(topo: Topology) -> dict[str, str]:
     out = {n.name: "node" for n in topo.nodes}
     out.update({p.name: "pod" for p in topo.pods})
@@ -430,8 +325,8 @@ def _backends(topo: Topology, svc: Any) -> tuple[str, ...]:
     return tuple(p.name for p in topo.pods if p.ip in ips)
 
 
-def check_expectations(spec: ScenarioSpec, topo: Topology, file: str, points: set[str] | None) -> list[Problem]:
-    """Cross-field checks: flow names exist and are unique, backends and (given `points`) hop points exist."""
+def check_expectations(spec: ScenarioSpec, topo: Topology, file: str, points: set[str]) -> list[Problem]:
+    """Cross-field checks: flow names exist and are unique, backends and hop points (of `points`) exist."""
     problems: list[Problem] = []
     names = [f.name for f in spec.flows]
     for i, n in enumerate(names):
@@ -461,7 +356,7 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str, points: se
                 problems.append(Problem(file, f"{base}.backends[{j}]", f"unknown pod {b!r}; expected pods of the "
                                                                       f"topology: {sorted(pods)}"))
         for j, h in enumerate(e.hops):
-            if points is not None and h.at not in points:
+            if h.at not in points:
                 problems.append(Problem(file, f"{base}.hops[{j}].at", f"no capture point {h.at!r}; expected "
                                                                       f"member/interface, one of {sorted(points)}"))
             if h.outer not in (None, "vxlan", "ipip", "none"):

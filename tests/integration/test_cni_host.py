@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from kpemu.errors import EnvironmentProblem
+from kpemu.inputs.topology import load_topology
 from kpemu.jobs.build import deploy_job
 from kpemu.jobs.execute import run_step
-from kpemu.model import load_topology
 from kpemu.plan.batch import batch_step
 from kpemu.plan.fabric import plan_fabric
 from tests.conftest import TOPOLOGIES, needs_root

@@ -11,9 +11,9 @@ import pytest
 
 from kpemu.capture.snapshot import rules_text
 from kpemu.errors import ApplyError
+from kpemu.inputs.topology import load_topology
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.verify import readback_problems
-from kpemu.model import load_topology
 from kpemu.model.topology import Topology
 from kpemu.proxy.modes import mode_of
 from tests.conftest import ROOT, needs_root

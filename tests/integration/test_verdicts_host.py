@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs import execute
 from kpemu.kernel.drops import (
     BPFTRACE_WRAPPER,
@@ -25,7 +26,6 @@ from kpemu.kernel.drops import (
 )
 from kpemu.kernel.netns import list_netns, run_in
 from kpemu.kernel.probe import FAULT_FEATURES
-from kpemu.model.scenario import load_scenario
 from kpemu.plan.fabric import plan_fabric
 from kpemu.run import analyse, collected_from_json, resolved, scenario_job
 from kpemu.statedir import scratch_dir

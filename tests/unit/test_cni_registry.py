@@ -20,10 +20,10 @@ from kpemu.analyse.oracle import node_local_addresses
 from kpemu.cni.pods import pod_namespace
 from kpemu.cni.spec import Cni, DeviceNeed
 from kpemu.errors import EnvironmentProblem, InputError
+from kpemu.inputs.topology import read_objects
 from kpemu.jobs.build import deploy_job
 from kpemu.jobs.execute import _failure
 from kpemu.k8s.convert import topology_data
-from kpemu.k8s.objects import read_objects
 from kpemu.kernel.probe import requirements
 from kpemu.model import topology_from_data
 from kpemu.model.names import netns_name
@@ -146,7 +146,7 @@ def test_unknown_names_are_input_errors() -> None:
 
 def test_the_registry_is_a_leaf_and_model_validation_loads_no_plan_code() -> None:
     code = ("import sys; import kpemu.cni; print(sorted(m for m in sys.modules if m.startswith('kpemu'))); "
-            "from kpemu.model import load_topology; load_topology('topologies/calico-ipip.yaml'); "
+            "from kpemu.inputs.topology import load_topology; load_topology('topologies/calico-ipip.yaml'); "
             "print(sorted(m for m in sys.modules if m.startswith(('kpemu.plan', 'kpemu.cni.calico_ipip.plan'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.splitlines() == ["['kpemu', 'kpemu.cni', 'kpemu.errors']", "[]"]

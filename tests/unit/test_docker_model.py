@@ -17,8 +17,9 @@ from kpemu.analyse.ledger import ConnLedger, FlowLedger
 from kpemu.docker.daemon import HOST_UNTOUCHED, PrivateDockerd
 from kpemu.docker.image import SERVE, busybox_path, rootfs_tar
 from kpemu.errors import InputError
+from kpemu.inputs.scenario import load_scenario
 from kpemu.model import topology_from_data
-from kpemu.model.scenario import Expectation, load_scenario
+from kpemu.model.scenario import Expectation
 from kpemu.traffic import http
 from kpemu.traffic.container import command_for, connection_result
 from tests.conftest import SCENARIOS, TOPOLOGIES

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kpemu.inputs.topology import load_topology
 from kpemu.kernel.btf import FIELDS, VMLINUX, BtfError, member_offsets
 from kpemu.kernel.drops import bpf_program
 from kpemu.kernel.faults import rules_to_delete
-from kpemu.model import load_topology
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
 from kpemu.plan.faults import plan_fault
@@ -115,7 +115,7 @@ flows:
 
 
 def _stale_scenario(tmp_path: Path, text: str = STALE):
-    from kpemu.model.scenario import load_scenario
+    from kpemu.inputs.scenario import load_scenario
 
     d = tmp_path / "scenarios" / "faults"
     d.mkdir(parents=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kpemu.inputs.topology import load_topology
 from kpemu.jobs import exchange
 from kpemu.jobs.agent import serve
 from kpemu.jobs.verify import readback_problems
-from kpemu.model import load_topology
 from kpemu.plan.batch import fabric_steps, route_line
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Route

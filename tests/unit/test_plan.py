@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kpemu.model import load_topology
+from kpemu.inputs.topology import load_topology
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Fdb, Neighbour, Route, Sysctl, Vxlan
 from tests.conftest import TOPOLOGIES
