@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +12,10 @@ from kpemu.inputs.topology import read_topology_source
 from kpemu.inputs.yaml_reader import read_yaml
 from kpemu.model import topology_from_data
 from kpemu.model.parse import parse_model
-from kpemu.model.scenario import Scenario, ScenarioSpec, _resolve, check_expectations
+from kpemu.model.scenario import Scenario, ScenarioSpec, check_expectations
 from kpemu.model.topology import Topology
 from kpemu.plan.fabric import capture_points
+from kpemu.plan.flows import resolve_flows
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -78,10 +78,7 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
         if spec.overrides:
             fixed = [Problem(p.file, p.path, p.message + " (after the scenario's overrides)") for p in fixed]
         raise InputError(fixed) from None
-    problems: list[Problem] = []
-    containers = topo.containers()
-    flows = tuple(replace(f, src_container=f.src_member in containers)
-                  for i, fl in enumerate(spec.flows) if (f := _resolve(topo, fl, i, file, problems)))
+    flows, problems = resolve_flows(topo, spec.flows, file)
     problems += check_expectations(spec, topo, file, capture_points(topo))
     problems += [Problem(file, f"flows[{spec.flows.index(f.flow)}].sourcePort", "a fixed source port is for UDP flows "
                          "(TCP would wait out TIME_WAIT between connections); drop sourcePort or send UDP")

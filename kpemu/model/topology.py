@@ -360,6 +360,14 @@ class Topology(Strict):
         """Members that run as containers (`image:` given), by member name."""
         return {m.name: m for m in [*self.pods, *self.externals] if m.has_image}
 
-    def service(self, key: str) -> Service:
+    def service(self, key: str) -> Service | None:
+        """The Service `key` names (namespace/name; the namespace is default when left out), or None."""
         ns, _, name = key.rpartition("/")
-        return next(s for s in self.services if s.name == name and s.namespace == (ns or "default"))
+        return next((s for s in self.services if s.name == name and s.namespace == (ns or "default")), None)
+
+    def member_kinds(self) -> dict[str, str]:
+        """Every lab member (node, pod, external) by name -> which of the three it is."""
+        out = {n.name: "node" for n in self.nodes}
+        out.update({p.name: "pod" for p in self.pods})
+        out.update({e.name: "external" for e in self.externals})
+        return out

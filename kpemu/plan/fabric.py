@@ -117,6 +117,7 @@ def loadbalancer_rules(topo: Topology, lb: External) -> str:
     lines = ["*nat", ":KPEMU-LB - [0:0]", "-A PREROUTING -j KPEMU-LB"]
     for key in lb.backends:
         svc = topo.service(key)
+        assert svc is not None  # validated: every backend of a load balancer is a Service
         for port in svc.ports:
             if port.nodePort is None:
                 continue
