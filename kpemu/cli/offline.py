@@ -79,9 +79,10 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from kpemu.faults import names
     from kpemu.model.schema import schema
 
-    emit(args, schema(args.kind), lambda d: __import__("json").dumps(d, indent=2))
+    emit(args, schema(args.kind, names()), lambda d: __import__("json").dumps(d, indent=2))
     return 0
 
 

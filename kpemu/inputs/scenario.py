@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from kpemu.errors import InputError, Problem
+from kpemu.faults import check_faults, names
 from kpemu.inputs.topology import read_topology_source
 from kpemu.inputs.yaml_reader import read_yaml
 from kpemu.model import topology_from_data
 from kpemu.model.parse import parse_model
-from kpemu.model.scenario import Scenario, ScenarioSpec, check_expectations
+from kpemu.model.scenario import FAULT_KINDS, Scenario, ScenarioSpec, check_expectations, check_flow_names
 from kpemu.model.topology import Topology
 from kpemu.plan.fabric import capture_points
 from kpemu.plan.flows import resolve_flows
@@ -55,7 +56,7 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
     file = str(path)
     if lab is not None and isinstance(data, dict):
         data = {**data, "lab": lab}
-    spec = parse_model(ScenarioSpec, data, file)
+    spec = parse_model(ScenarioSpec, data, file, context={FAULT_KINDS: names()})
     if isinstance(spec.topology, str):
         data, topo_file = _topology_file(path, spec.topology)
     else:
@@ -79,6 +80,7 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
             fixed = [Problem(p.file, p.path, p.message + " (after the scenario's overrides)") for p in fixed]
         raise InputError(fixed) from None
     flows, problems = resolve_flows(topo, spec.flows, file)
+    problems += check_flow_names(spec, file) + check_faults(spec, topo, file)
     problems += check_expectations(spec, topo, file, capture_points(topo))
     problems += [Problem(file, f"flows[{spec.flows.index(f.flow)}].sourcePort", "a fixed source port is for UDP flows "
                          "(TCP would wait out TIME_WAIT between connections); drop sourcePort or send UDP")

@@ -14,13 +14,13 @@ from typing import Any
 from kpemu.analyse.explain import flow_match
 from kpemu.capture.points import capture_points
 from kpemu.cni import cni_of
+from kpemu.faults import plan_faults
 from kpemu.kernel.labstate import PREFIX
 from kpemu.kernel.owner import alias, lab_owner
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
 from kpemu.plan.fabric import plan_fabric
-from kpemu.plan.faults import plan_faults
 from kpemu.plan.types import Plan
 from kpemu.proxy.modes import mode_of, proxy_state
 from kpemu.proxy.proxymode import restore_step

@@ -51,12 +51,14 @@ def line_of(lines: Mapping[tuple[int | str, ...], int], path: tuple[int | str, .
     return None
 
 
-def parse_model(model: type[M], data: Any, file: str, prefix: tuple[int | str, ...] = ()) -> M:
-    """Validate `data` against `model`, raising InputError with one Problem per error."""
+def parse_model(model: type[M], data: Any, file: str, prefix: tuple[int | str, ...] = (),
+                context: dict[str, Any] | None = None) -> M:
+    """Validate `data` against `model` (its validators given `context`), raising InputError with one
+    Problem per error."""
     if not isinstance(data, dict):
         raise InputError([Problem(file, field_path(prefix), "expected a mapping of keys to values")])
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as e:
         problems = [
             Problem(file, field_path(prefix + tuple(err["loc"])), _message(err, model))  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from kpemu.analyse.oracle import node_local_addresses
 from kpemu.cni.pods import pod_namespace
 from kpemu.cni.spec import Cni, DeviceNeed
 from kpemu.errors import EnvironmentProblem, InputError
+from kpemu.faults import plan_fault
 from kpemu.inputs.topology import read_objects
 from kpemu.jobs.build import deploy_job
 from kpemu.jobs.execute import _failure
@@ -30,7 +31,6 @@ from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Node, Topology
 from kpemu.plan.fabric import plan_fabric
-from kpemu.plan.faults import plan_fault
 from kpemu.plan.parts import Parts
 from kpemu.plan.types import Route
 from kpemu.proxy.ipvs import ipvs_rules
