@@ -7,6 +7,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from kpemu.cni import cni_of
 from kpemu.errors import InputError, Problem
 from kpemu.faults import check_faults, names
 from kpemu.inputs.topology import read_topology_source
@@ -15,7 +16,7 @@ from kpemu.model import topology_from_data
 from kpemu.model.parse import parse_model
 from kpemu.model.scenario import FAULT_KINDS, Scenario, ScenarioSpec, check_expectations, check_flow_names
 from kpemu.model.topology import Topology
-from kpemu.plan.fabric import capture_points
+from kpemu.plan.fabric import capture_points, plan_fabric
 from kpemu.plan.flows import resolve_flows
 
 
@@ -81,7 +82,7 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
         raise InputError(fixed) from None
     flows, problems = resolve_flows(topo, spec.flows, file)
     problems += check_flow_names(spec, file) + check_faults(spec, topo, file)
-    problems += check_expectations(spec, topo, file, capture_points(topo))
+    problems += check_expectations(spec, topo, file, capture_points(plan_fabric(topo, cni_of(topo).plan)))
     problems += [Problem(file, f"flows[{spec.flows.index(f.flow)}].sourcePort", "a fixed source port is for UDP flows "
                          "(TCP would wait out TIME_WAIT between connections); drop sourcePort or send UDP")
                  for f in flows if f.flow.sourcePort is not None and f.protocol != "UDP"]

@@ -37,7 +37,7 @@ def release_tuple(release: str) -> tuple[int, int]:
 def lab_plan(topo: Topology, kernel: tuple[int, int]) -> Plan:
     """The lab's plan with kube-proxy's state of every node, generated once for `kernel` (its steps, the
     read-back expectations, what the oracle walks, `kpemu rules` texts); the run reuses it throughout."""
-    return replace(plan_fabric(topo), proxy=proxy_state(topo, kernel))
+    return replace(plan_fabric(topo, cni_of(topo).plan), proxy=proxy_state(topo, kernel))
 
 
 def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[dict]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kpemu import faults as fault_registry
+from kpemu.cni import cni_of
 from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs import execute
 from kpemu.kernel.drops import (
@@ -47,8 +48,8 @@ def _verdict(sc, job: dict, state, out: Path) -> dict:
         col = execute._traffic(job, out, execute._quiet, drops)
     finally:
         drops.stop()
-    a = analyse(sc, plan_fabric(sc.topology), collected_from_json(col), out, False, "host", "test",
-                os.uname().release)
+    a = analyse(sc, plan_fabric(sc.topology, cni_of(sc.topology).plan), collected_from_json(col), out, False, "host",
+                "test", os.uname().release)
     return next(f for f in a.hops["flows"] if f["name"] == FLOW)
 
 

@@ -22,13 +22,17 @@ FORBIDDEN = {
     "k8s": KERNEL_SIDE | READERS | {"plan", "proxy", "faults", "analyse", "report"},
     "inputs": KERNEL_SIDE | {"analyse", "report"},
     "cni": KERNEL_SIDE | READERS | {"proxy", "faults", "analyse", "report"},
-    "plan": KERNEL_SIDE | READERS | {"faults", "analyse", "report"},
+    "plan": KERNEL_SIDE | READERS | {"cni", "proxy", "faults", "analyse", "report"},
     "proxy": KERNEL_SIDE | READERS | {"faults", "analyse", "report"},
     "faults": KERNEL_SIDE | READERS | {"analyse", "report"},
     "kernel": {"faults", "inputs"},
     "analyse": KERNEL_SIDE,
     "report": KERNEL_SIDE,
     "dumps": KERNEL_SIDE,
+}
+# Wrong arrows still there, as (file, imported module), each until the change named removes it.
+PENDING = {
+    ("kpemu/plan/types.py", "kpemu.proxy.state"),  # Plan.proxy: a LabPlan above plan/ and proxy/ replaces it
 }
 
 
@@ -50,8 +54,14 @@ def _imports() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_layer_imports_point_one_way(layer: str) -> None:
     wrong = [f"{where} imports {name}" for where, name in _imports()
-             if where.endswith(f"({layer})") and name.split(".")[1] in FORBIDDEN[layer]]
+             if where.endswith(f"({layer})") and name.split(".")[1] in FORBIDDEN[layer]
+             and (where.split(":")[0], name) not in PENDING]
     assert wrong == []
+
+
+def test_every_pending_arrow_is_still_there() -> None:
+    """An arrow removed leaves PENDING too, so the rule it breaks is enforced from then on."""
+    assert {(where.split(":")[0], name) for where, name in _imports()} >= PENDING
 
 
 def test_the_check_sees_lazy_imports() -> None:
