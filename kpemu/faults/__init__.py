@@ -50,7 +50,8 @@ def plan_faults(topo: Topology, faults: list[Fault]) -> list[FaultStep]:
 
 
 def check_faults(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]:
-    """Each fault names what its kind needs, and the node or pod exists."""
+    """Each fault gives what its kind needs, the node, pods and flow it names exist, its source is a CIDR,
+    and its kind's own checks hold."""
     problems: list[Problem] = []
     nodes = sorted(n.name for n in topo.nodes)
     pods = sorted(p.name for p in topo.pods)

@@ -26,6 +26,7 @@ from kpemu import cni as cni_registry
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.labstate import record_probe, sweep_probes
 from kpemu.kernel.owner import PROBE_OWNER, mark
+from kpemu.plan.types import CONNTRACK_MAX
 from kpemu.proxy.modes import MODES
 
 PROXY_MODES = tuple(MODES)
@@ -369,7 +370,6 @@ def _conntrack_max() -> Feature:
     in the initial network namespace, so only inside kpemu's guest (disposable), never on the host."""
     how = "nf_conntrack_max writable from the initial namespace of a kpemu guest"
     from kpemu.kernel.faults import PROC_SYS, in_kpemu_guest
-    from kpemu.plan.types import CONNTRACK_MAX
 
     if not in_kpemu_guest():  # the very check the fault itself makes before it sets the value
         return Feature("conntrack:max", False, how, "nf_conntrack_max is kernel-wide (writable only in the initial "
