@@ -268,12 +268,13 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
         return [("host", "already inside the guest kernel")] * len(scenarios)
     if req == "host":
         return [("host", "--runtime host: this kernel, as asked")] * len(scenarios)
-    from kpemu.kernel.probe import FAULT_FEATURES, probe
+    from kpemu.faults import FAULTS
+    from kpemu.kernel.probe import probe
     from kpemu.runtime import choose_runtime
 
     caps = probe(kvm=False) if req == "auto" else None
     return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps,
-                           [f for fault in sc.spec.faults for f in FAULT_FEATURES.get(fault.kind, ())])
+                           [f for fault in sc.spec.faults for f in FAULTS[fault.kind].features])
             for sc in scenarios]
 
 

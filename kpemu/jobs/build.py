@@ -13,6 +13,7 @@ from dataclasses import replace
 from kpemu.analyse.explain import flow_match
 from kpemu.capture.points import capture_points
 from kpemu.cni import cni_of
+from kpemu.faults import plan_faults
 from kpemu.jobs.schema import JOB_VERSION, ContainerSpec, FlowSpec, Job, Readback, ServerSpec
 from kpemu.kernel.labstate import PREFIX
 from kpemu.kernel.owner import alias, lab_owner
@@ -20,7 +21,6 @@ from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
 from kpemu.plan.fabric import plan_fabric
-from kpemu.plan.faults import plan_faults
 from kpemu.plan.types import Plan
 from kpemu.proxy.modes import mode_of, proxy_state
 from kpemu.proxy.proxymode import restore_step
@@ -35,7 +35,7 @@ def release_tuple(release: str) -> tuple[int, int]:
 def lab_plan(topo: Topology, kernel: tuple[int, int]) -> Plan:
     """The lab's plan with kube-proxy's state of every node, generated once for `kernel` (its steps, the
     read-back expectations, what the oracle walks, `kpemu rules` texts); the run reuses it throughout."""
-    return replace(plan_fabric(topo), proxy=proxy_state(topo, kernel))
+    return replace(plan_fabric(topo, cni_of(topo).plan), proxy=proxy_state(topo, kernel))
 
 
 def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[Readback]]:

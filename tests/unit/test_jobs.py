@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kpemu.cni import cni_of
+from kpemu.inputs.topology import load_topology
 from kpemu.jobs import exchange
 from kpemu.jobs.agent import serve
 from kpemu.jobs.schema import Readback
 from kpemu.jobs.verify import readback_problems
-from kpemu.model import load_topology
 from kpemu.plan.batch import fabric_steps, route_line
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Route
@@ -17,7 +18,8 @@ from tests.conftest import TOPOLOGIES
 
 
 def test_fabric_is_a_few_batches_per_namespace_and_veths_go_straight_into_their_namespaces() -> None:
-    plan = plan_fabric(load_topology(TOPOLOGIES / "flannel-vxlan.yaml"))
+    topo = load_topology(TOPOLOGIES / "flannel-vxlan.yaml")
+    plan = plan_fabric(topo, cni_of(topo).plan)
     steps = fabric_steps(plan, "kpemu:lab=flannel")
     create, veths = steps[0], next(s for s in steps if s.what == "create the veth pairs")
     assert create.argv == ("ip", "-batch", "-") and create.ns is None

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs.schema import Collected
-from kpemu.model.scenario import load_scenario
 from kpemu.proxy.iptables import mode as iptables_mode
 from kpemu.proxy.ipvs import mode as ipvs_mode
 from kpemu.proxy.modes import node_texts
