@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from kpemu.errors import EnvironmentProblem, InputError
+from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs import agent, exchange, execute
 from kpemu.jobs.schema import JOB_VERSION, Collected, Job, Readback
-from kpemu.model.scenario import load_scenario
 from kpemu.plan.tracing import CounterSnapshot, TraceData
 from kpemu.run import run_plan, scenario_job
 from tests.conftest import ROOT
