@@ -1,7 +1,7 @@
 """Explain a run's flows (pure): what to trace, rule attribution, hook walk and its claim, verdicts, model vs kernel.
 
-Joins the building blocks for one flow of a run: `flow_match` says which tuples the kernel must
-trace (kernel/trace.py); `explain_flow` takes the ledger, the trace text of every node and the
+Joins the building blocks for one flow of a run (what the kernel traced for it was chosen by
+kpemu.plan.tracing.flow_match): `explain_flow` takes the ledger, the trace text of every node and the
 counter snapshots taken around the flow, fills the ledger's `changed_by[].by` (attribution.py),
 walks the netfilter hooks of the first packet on each node (hooks.py), checks the common hook claim
 on the node where the Service is entered, and checks every connection's first packet against the
@@ -33,52 +33,12 @@ from kpemu.analyse.verdict import Verdict, connection_verdict
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
-from kpemu.plan.tracing import LOST_EVENTS, FlowMatch
+from kpemu.plan.tracing import LOST_EVENTS, load_balancer_of
 from kpemu.proxy.modes import mode_of, proxy_state
 from kpemu.proxy.state import ProxyState
 
 MAX_COUNTER_RULES = 40
 MAX_DROP_EVENTS = 40
-
-
-def member_ip(topo: Topology, member: str) -> str | None:
-    """The address a lab member sends from (pod IP, external IP, node underlay IP)."""
-    for group in (topo.pods, topo.externals, topo.nodes):
-        for m in group:
-            if m.name == member:
-                return m.ip
-    return None
-
-
-def _lb_of(topo: Topology, flow: ResolvedFlow) -> Any:
-    return next((e for e in topo.externals if e.role == "loadbalancer" and e.vip == flow.dst_ip), None)
-
-
-def flow_match(topo: Topology, flow: ResolvedFlow, tag: str | None = None) -> FlowMatch:
-    """The tuples to trace for one flow: client -> destination, and every address it can be NATed to.
-
-    The candidates are the flow's backend pods (every port they serve with the flow's protocol);
-    a flow to an external load balancer's VIP reaches the nodes as NodePort traffic from the
-    balancer, so each node's NodePorts of the balanced Services are added too.
-    """
-    proto = flow.protocol.upper()
-    cands: list[tuple[str, int]] = []
-    pods = set(flow.candidates)
-    lb = _lb_of(topo, flow)
-    svcs = [s for s in topo.services if lb is not None and s.key in lb.backends]
-    for s in svcs:
-        from kpemu.model.validate import selected_pods
-
-        pods |= {p.name for p in selected_pods(topo, s)} if s.selector is not None else set()
-        for sp in s.ports:
-            if sp.nodePort and sp.protocol == proto:
-                cands += [(n.ip, sp.nodePort) for n in topo.nodes]
-    for p in topo.pods:
-        if p.name in pods:
-            cands += [(p.ip, pp.port) for pp in p.ports if pp.protocol == proto]
-    uniq = tuple(dict.fromkeys(c for c in cands if c != (flow.dst_ip, flow.dst_port)))
-    return FlowMatch(proto.lower(), member_ip(topo, flow.src_member), flow.dst_ip, flow.dst_port, uniq,
-                     tag or flow.flow.name, syn_only=True)
 
 
 def access_kind(topo: Topology, flow: ResolvedFlow) -> str | None:
@@ -89,7 +49,7 @@ def access_kind(topo: Topology, flow: ResolvedFlow) -> str | None:
             t.via or "clusterIP")
     if t.node is not None and t.nodePort is not None:
         return "NodePort"
-    if t.address is not None and _lb_of(topo, flow) is not None:
+    if t.address is not None and load_balancer_of(topo, flow) is not None:
         return "LoadBalancer"
     return None
 

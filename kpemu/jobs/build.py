@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any
 
-from kpemu.analyse.explain import flow_match
 from kpemu.capture.points import capture_points
 from kpemu.cni import cni_of
 from kpemu.kernel.labstate import PREFIX
@@ -21,6 +20,7 @@ from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.faults import plan_faults
+from kpemu.plan.tracing import flow_match
 from kpemu.plan.types import Plan
 from kpemu.proxy.modes import mode_of, proxy_state
 from kpemu.proxy.proxymode import restore_step
