@@ -28,7 +28,9 @@ from kpemu.analyse.attribution import (
 from kpemu.analyse.drops import parse_drops, time_note
 from kpemu.analyse.hooks import CLAIMS, check_hook_claim, hook_walk, hooks_only, walk_text
 from kpemu.analyse.ledger import ConnLedger, FlowLedger
-from kpemu.analyse.oracle import Packet, Prediction, compare_paths, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.compare import compare_paths
+from kpemu.analyse.oracle.types import Packet, Prediction
 from kpemu.analyse.verdict import Verdict, connection_verdict
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import ResolvedFlow

@@ -1,6 +1,6 @@
 """`kpemu trace` for an nftables-mode node: one packet walked offline through `table ip kube-proxy`
 (a real `nft list ruleset` dump, or kpemu's generated table in the same listing form) by the oracle
-that checks live packets (kpemu.analyse.nftwalk.predict_nft), printed per base chain and hook with
+that checks live packets (kpemu.analyse.oracle.nft.predict_nft), printed per base chain and hook with
 the verdict-map element and set each lookup hit, the numgen arm and its probability, the mark, the
 masquerade and the verdict."""
 
@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kpemu.analyse.nftwalk import predict_nft
-from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step, WalkLimit
+from kpemu.analyse.oracle.nft import predict_nft
+from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.dumps.trace import result_line, trace_document, trace_header
 from kpemu.errors import InputError
 from kpemu.proxy.nftables.listing import priority_text

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kpemu.analyse.oracle import MAX_DEPTH
+from kpemu.analyse.oracle.iptables import MAX_DEPTH
 from kpemu.dumps import values
 from kpemu.dumps.iptcheck import TARGETS, chain_name, check_values
 from kpemu.dumps.jumps import loop_or_depth

@@ -1,5 +1,5 @@
 """`kpemu trace`: one packet walked offline through a node's rules (a real dump or kpemu's own),
-by the oracle that checks live packets (kpemu.analyse.oracle), printed per table and hook."""
+by the oracle that checks live packets (kpemu.analyse.oracle.iptables), printed per table and hook."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step, WalkLimit, predict
+from kpemu.analyse.oracle.iptables import predict
+from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.errors import InputError
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
 from kpemu.proxy.save import canonical_line

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kpemu.analyse.oracle import Packet
+from kpemu.analyse.oracle.types import Packet
 from kpemu.dumps.nft import parse_nft
 from kpemu.dumps.nftdrift import check_node_nft
 from kpemu.dumps.nftpath import nft_node, run_nft_trace

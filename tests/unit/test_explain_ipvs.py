@@ -18,7 +18,8 @@ from pathlib import Path
 from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow
 from kpemu.analyse.kstate import parse_ipvs_connections
 from kpemu.analyse.ledger import PointInfo, attach_state, build_flow_ledger
-from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.types import Packet
 from kpemu.capture.pcap import Outer, Pkt
 from kpemu.model.scenario import load_scenario
 from kpemu.run import run_plan

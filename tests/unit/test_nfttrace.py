@@ -7,7 +7,8 @@ from pathlib import Path
 
 from kpemu.analyse.nftexplain import _kernel_dnat, _nat_phrases
 from kpemu.analyse.nfttrace import attribute, journeys, kube_path, parse_trace
-from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.types import Packet
 from kpemu.kernel.nfttrace import trace_table_text
 from kpemu.model import load_topology
 from kpemu.model.scenario import load_scenario
