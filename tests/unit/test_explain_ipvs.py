@@ -15,7 +15,8 @@ import gzip
 import json
 from pathlib import Path
 
-from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow
+from kpemu.analyse.explain import explain_flow
+from kpemu.analyse.explain.types import FlowExplanation, TraceData
 from kpemu.analyse.kstate import parse_ipvs_connections
 from kpemu.analyse.ledger import PointInfo, attach_state, build_flow_ledger
 from kpemu.analyse.oracle import predict_for_topology
