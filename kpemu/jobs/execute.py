@@ -40,9 +40,8 @@ from kpemu.kernel import netns as nsmod
 from kpemu.kernel.drops import DropSession, start_drop_tracing
 from kpemu.kernel.faults import apply_faults, restore_kernel_wide
 from kpemu.kernel.labstate import LabState, state_path, taken
-from kpemu.kernel.nfttrace import start_nft_tracing
 from kpemu.kernel.runowner import my_token
-from kpemu.kernel.trace import start_tracing
+from kpemu.kernel.tracers import TRACERS
 from kpemu.pace import scaled
 from kpemu.plan.tracing import FlowMatch
 from kpemu.plan.types import Interface
@@ -253,10 +252,7 @@ def _traced_flow(job: dict[str, Any], flow: dict[str, Any], out: Path) -> tuple[
     nodes, backend, ipvs = job["nodes"], job["backend"], job["ipvs"]
     before = counters.snapshot(nodes, backend, ipvs)
     match = FlowMatch(**{**flow["match"], "backends": tuple(tuple(b) for b in flow["match"]["backends"])})
-    if job["trace_kind"] == "nft-monitor":
-        session = start_nft_tracing(nodes, match, workdir=scratch_dir(job["lab"]))
-    else:
-        session = start_tracing(nodes, match, backend, workdir=scratch_dir(job["lab"]))
+    session = TRACERS[job["trace_kind"]](nodes, match, backend, scratch_dir(job["lab"]))
     try:
         result = run_flow(flow, gap=TRACE_GAP if session.unavailable is None else 0.0)
     finally:
