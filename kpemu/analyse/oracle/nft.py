@@ -13,7 +13,7 @@ Every matching rule is a step whose verdict is what `nft monitor trace`
 prints for it (`continue`, `jump X`, `goto X`, `return`, `accept`, `drop`), so the kernel's trace
 and the model can be compared rule by rule.
 Rules are read as kube-proxy writes them or as `nft list` prints them (a node's real dump,
-kpemu.dumps.nft), so both are walked alike.
+kpemu.dumps.nft.read), so both are walked alike.
 """
 
 from __future__ import annotations

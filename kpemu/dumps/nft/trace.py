@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from kpemu.analyse.oracle.nft import predict_nft
 from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
+from kpemu.dumps.files import DumpFiles
 from kpemu.dumps.trace import result_line, trace_document, trace_header
 from kpemu.errors import InputError
 from kpemu.proxy.nftables.listing import priority_text
 from kpemu.proxy.nftables.tx import Table, quote
 
 if TYPE_CHECKING:
-    from kpemu.dumps.nft import NftDump
+    from kpemu.dumps.nft.read import NftDump
 
 _MARK_SET = re.compile(r"(?:meta )?mark set (?:meta )?mark (or|xor|\||\^) (0x[0-9a-f]+)")
 
@@ -46,7 +47,7 @@ def _masq_mark(table: Table) -> int | None:
 def nft_node(topo: Any, node: str, node_ips: list[str], nft: NftDump | None) -> NftNode:
     """The table to walk: the dump's (`nft`) or, without one, kpemu's
     generated table; the node's addresses from the topology and `node_ips`."""
-    from kpemu.dumps.nft import listed
+    from kpemu.dumps.nft.read import listed
 
     local = {"127.0.0.1", *node_ips}
     if topo is not None:
@@ -68,6 +69,14 @@ def nft_node(topo: Any, node: str, node_ips: list[str], nft: NftDump | None) -> 
         raise InputError(f"kpemu trace --nft {nft.path}: the dump has no table ip kube-proxy ({found}); give the "
                          "node's nft list ruleset of a kube-proxy in nftables mode")
     return NftNode(node, nft.table, frozenset(local), _masq_mark(nft.table), f"table ip kube-proxy of {nft.describe()}")
+
+
+def nft_node_of(topo: Any, node: str, node_ips: list[str], files: DumpFiles) -> NftNode:
+    """The table to walk: the --nft dump's, else kpemu's generated one (`nft_node`)."""
+    from kpemu.dumps.files import read_text
+    from kpemu.dumps.nft.read import parse_nft
+
+    return nft_node(topo, node, node_ips, parse_nft(read_text(files.nft), files.nft) if files.nft else None)
 
 
 def run_nft_trace(nn: NftNode, pkt: Packet) -> Prediction:

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from kpemu.analyse.oracle.nft import MAX_DEPTH
 from kpemu.dumps.jumps import loop_or_depth
-from kpemu.dumps.nftcheck import check_element, check_rule
+from kpemu.dumps.nft.check import check_element, check_rule
 from kpemu.dumps.values import integer
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.nftables.listing import priority_text, rule_text
