@@ -65,7 +65,7 @@ def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str 
     mode = mode_of(topo)
     return {"version": JOB_VERSION, "kind": "deploy", "lab": topo.name, "source": source, "prefix": PREFIX,
             "namespaces": namespaces_json(plan), "steps": [s.to_json() for s in steps], "readback": expected,
-            "backend": topo.kubeProxy.backend, "ipvs": mode.has_ipvs,
+            "backend": topo.kubeProxy.backend, "ipvs": "ipvs" in mode.saved,
             "rule_kinds": list(mode.saved), "trace_kind": mode.trace,
             "containers": {m: {"ns": plan.netns(m), "image": c.image, "command": c.command, "env": dict(c.env)}
                            for m, c in sorted(topo.containers().items())},

@@ -44,16 +44,6 @@ class ProxyMode:
     def name(self) -> str:
         return self.facts.name
 
-    @property
-    def has_ipvs(self) -> bool:
-        """Whether the mode balances with IPVS (virtual servers, kube-ipvs0; `ipvsadm -Sn` reads it back)."""
-        return "ipvs" in self.saved
-
-    @property
-    def has_nft(self) -> bool:
-        """Whether kube-proxy's state is an nftables table (`nft list table ip kube-proxy` reads it back)."""
-        return "nft" in self.saved
-
     def accepts(self, minor: int) -> bool:
         """Whether kpemu models this mode for release 1.<minor>."""
         return self.facts.accepts(minor)
