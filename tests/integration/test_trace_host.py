@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from kpemu import lab
-from kpemu.analyse.attribution import (
+from kpemu.analyse.attribution.xtables import (
     TracedPacket,
     counter_deltas,
     kernel_dnat,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kpemu.analyse.attribution import parse_trace
+from kpemu.analyse.attribution.xtables import parse_trace
 from kpemu.analyse.explain.iptables import access_kind, routed_pass
 from kpemu.model.scenario import load_scenario
 from kpemu.plan.tracing import flow_match, trace_rule_args

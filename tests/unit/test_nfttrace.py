@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kpemu.analyse.attribution.nft import attribute, journeys, kube_path, parse_trace
 from kpemu.analyse.explain.nft import _kernel_dnat, _nat_phrases
-from kpemu.analyse.nfttrace import attribute, journeys, kube_path, parse_trace
 from kpemu.analyse.oracle import predict_for_topology
 from kpemu.analyse.oracle.types import Packet
 from kpemu.kernel.nfttrace import trace_table_text

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kpemu.analyse.attribution import (
+from kpemu.analyse.attribution.xtables import (
     ConnAttribution,
     TracedPacket,
     attribute_flow,

@@ -1,13 +1,13 @@
-"""Explain a flow traced by `nft monitor trace` (pure): `nft monitor trace` hops against the nft oracle.
+"""Explain a flow traced by `nft monitor trace` (pure): its hops against the nft oracle.
 
-For every traced packet (its trace groups joined across NAT, nfttrace.journeys) that enters
-kube-proxy's table as a new request (its first kube-proxy `packet:` line is not a reply from the
-service or a backend; a backend reaching its own service, hairpin, is a request), the kube-proxy
-rules the kernel reports are compared with the outcomes kpemu.analyse.oracle.nft predicts for the
-same packet on the same node; each hop of the first such packet per node is attributed to the
-rule, verdict-map element or numgen arm that acted (kpemu.analyse.nfttrace.attribute), and the
-ledger's DNAT / SNAT changes say which chain, map element and numgen arm made them
-(`changed_by[].by`).
+For every traced packet (its trace groups joined across NAT,
+kpemu.analyse.attribution.nft.journeys) that enters kube-proxy's table as a new request (its first
+kube-proxy `packet:` line is not a reply from the service or a backend; a backend reaching its own
+service, hairpin, is a request), the kube-proxy rules the kernel reports are compared with the
+outcomes kpemu.analyse.oracle.nft predicts for the same packet on the same node; each hop of the
+first such packet per node is attributed to the rule, verdict-map element or numgen arm that acted
+(kpemu.analyse.attribution.nft.attribute), and the ledger's DNAT / SNAT changes say which chain,
+map element and numgen arm made them (`changed_by[].by`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import re
 from collections.abc import Mapping
 from itertools import pairwise
 
+from kpemu.analyse.attribution.nft import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path, packet_fields
+from kpemu.analyse.attribution.phrases import conntrack_phrase, outer_phrase
 from kpemu.analyse.explain.types import FlowExplanation, TraceData
 from kpemu.analyse.ledger import FlowLedger
-from kpemu.analyse.nfttrace import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path, packet_fields
 from kpemu.analyse.oracle import predict_for_topology
 from kpemu.analyse.oracle.compare import compare_paths
 from kpemu.analyse.oracle.types import Packet
-from kpemu.analyse.phrases import conntrack_phrase, outer_phrase
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
 from kpemu.proxy.nftables.tx import Table

@@ -1,8 +1,8 @@
 """Model vs kernel (pure): does the path a kernel trace shows for a packet match one the oracle predicts?
 
 Either walker's `Prediction` is compared with the kube-proxy rules the kernel reported (table, chain,
-target), read from `xtables-monitor --trace` (kpemu.analyse.attribution) or `nft monitor trace`
-(kpemu.analyse.nfttrace); any difference is reported as "model vs kernel".
+target), read from `xtables-monitor --trace` (kpemu.analyse.attribution.xtables) or `nft monitor trace`
+(kpemu.analyse.attribution.nft); any difference is reported as "model vs kernel".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a hop's change is said as from the ledger alone (pure): the tunnel's outer header, the
-conntrack entry that reverses NAT. Both trace attributions use them (kpemu.analyse.attribution for
-xtables-monitor, kpemu.analyse.explain.nft for nft monitor)."""
+conntrack entry that reverses NAT. Both attributions use them: xtables-monitor's
+(kpemu.analyse.attribution.xtables) and nft monitor's (kpemu.analyse.explain.nft)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rule attribution (pure): which rule or IPVS decision changed the packet at each hop.
+"""Rule attribution for `xtables-monitor --trace` (pure): which rule or IPVS decision changed the packet at each hop.
 
 Inputs are texts the kernel printed: `xtables-monitor --trace` per node (kernel/trace.py),
 `iptables-save -c` before/after (kernel/counters.py), `ipvsadm -Ln --stats` / `-Sn`, and the
@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from kpemu.analyse.attribution.phrases import conntrack_phrase, outer_phrase
 from kpemu.analyse.ledger import ConnLedger, FlowLedger, Hop
-from kpemu.analyse.phrases import conntrack_phrase, outer_phrase
 from kpemu.proxy.rules import split_line
 
 _VERDICTS = {"0xffffffff": "CONTINUE", "0xfffffffe": "BREAK", "0xfffffffd": "JUMP", "0xfffffffc": "GOTO",
