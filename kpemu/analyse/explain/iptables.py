@@ -2,11 +2,12 @@
 model vs kernel, for the modes whose rules are iptables rules (with IPVS balancing, or without).
 
 Joins the building blocks for one flow of a run (what the kernel traced for it was chosen by
-kpemu.plan.tracing.flow_match): `explain_iptables_flow` takes the ledger, the trace text of every node and the
-counter snapshots taken around the flow, fills the ledger's `changed_by[].by` (attribution.py),
-walks the netfilter hooks of the first packet on each node (hooks.py), checks the common hook claim
-on the node where the Service is entered, and checks every connection's first packet against the
-model oracle (oracle.py). The result is plain data for hops.json and the reports.
+kpemu.plan.tracing.flow_match): `explain_iptables_flow` takes the ledger, the trace text of every
+node and the counter snapshots taken around the flow, fills the ledger's `changed_by[].by`
+(kpemu.analyse.attribution.xtables), walks the netfilter hooks of the first packet on each node
+(kpemu.analyse.hooks), checks the common hook claim on the node where the Service is entered, and
+checks every connection's first packet against the model oracle (kpemu.analyse.oracle). The result
+is plain data for hops.json and the reports.
 """
 
 from __future__ import annotations
