@@ -123,7 +123,7 @@ def cmd_check_node(args: argparse.Namespace) -> int:
                          "(nft list ruleset)")
     files = _dump_files(args)
     dumps = DUMPS[mode_of(topo).walks]
-    if not dumps.given(files):  # the dumps given are the other kind's (--nft is given alone)
+    if not dumps.given(files):  # they are the other kind's (_nft_alone: --nft never comes with the others)
         raise InputError(f"kpemu check-node: --nft (nft list ruleset) goes with kube-proxy in nftables mode, and an "
                          f"nftables-mode node needs --nft; topology {args.topology} has kubeProxy.mode "
                          f"{topo.kubeProxy.mode}")
