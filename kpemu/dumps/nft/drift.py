@@ -17,8 +17,9 @@ import re
 from typing import Any
 
 from kpemu.dumps.drift import NODE_WIDE, Drift, diff_lines, service_index, service_key
-from kpemu.dumps.files import DumpFiles
-from kpemu.dumps.nft.read import NftDump, listed
+from kpemu.dumps.files import DumpFiles, read_text
+from kpemu.dumps.nft.read import NftDump, listed, parse_nft
+from kpemu.proxy.modes import node_state
 from kpemu.proxy.nftables.listing import priority_text, set_properties
 from kpemu.proxy.nftables.tx import Chain, Element, NSet, Table, quote
 
@@ -129,8 +130,6 @@ def compare_sets(drift: Drift, want: Table, have: Table, owners: _Owners) -> Non
 
 def check_node_nft(topo: Any, node: str, dump: NftDump) -> Drift:
     """Compare `table ip kube-proxy` of a node's nftables dump with what kube-proxy would program."""
-    from kpemu.proxy.modes import node_state
-
     kp = topo.kubeProxy
     drift = Drift(node, f"kube-proxy {kp.version} {kp.mode} mode", [dump.describe()], {s.key for s in topo.services},
                   compared_what=COMPARED)
@@ -154,7 +153,4 @@ def check_node_nft(topo: Any, node: str, dump: NftDump) -> Drift:
 def check_nft_dump(topo: Any, topology_file: str, node: str, files: DumpFiles) -> Drift:
     """`check_node_nft` on the --nft dump (the table is all an nftables-mode node is checked by, so
     `topology_file` is not named in any message)."""
-    from kpemu.dumps.files import read_text
-    from kpemu.dumps.nft.read import parse_nft
-
     return check_node_nft(topo, node, parse_nft(read_text(files.nft), files.nft))

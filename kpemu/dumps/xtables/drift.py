@@ -14,8 +14,11 @@ import re
 from typing import Any
 
 from kpemu.dumps.drift import NODE_WIDE, Drift, diff_lines, service_index, service_key
-from kpemu.dumps.files import DumpFiles
+from kpemu.dumps.files import DumpFiles, read_text
+from kpemu.dumps.xtables.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm
 from kpemu.errors import InputError
+from kpemu.proxy.ipvs.ipvsadm_text import service_line
+from kpemu.proxy.modes import node_state
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
 from kpemu.proxy.save import canonical_line
 from kpemu.proxy.state import Walk
@@ -118,8 +121,6 @@ def compare_ipsets(drift: Drift, expected: dict[str, tuple[str, tuple[str, ...]]
 
 def compare_virtual_servers(drift: Drift, expected: tuple, dump: list, index: dict[tuple[str, int, str], str]) -> None:
     """IPVS virtual servers and their real servers against `ipvsadm -Sn`."""
-    from kpemu.proxy.ipvs.ipvsadm_text import service_line
-
     def key_of(vs: Any) -> str:
         proto = vs.protocol.lower()
         return index.get((vs.address, vs.port, proto)) or index.get(("*", vs.port, proto), NODE_WIDE)
@@ -149,10 +150,6 @@ def compare_virtual_servers(drift: Drift, expected: tuple, dump: list, index: di
 def check_dumps(topo: Any, topology_file: str, node: str, files: DumpFiles) -> Drift:
     """Compare the given dumps of `node` (files) with what kube-proxy would program from `topo` (read from
     `topology_file`); the IPVS dumps need a mode that balances with IPVS."""
-    from kpemu.dumps.files import read_text
-    from kpemu.dumps.xtables.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm
-    from kpemu.proxy.modes import node_state
-
     walk = node_state(topo, node).walk
     if (files.ipvs or files.ipset) and walk.ipvs is None:
         raise InputError(f"kpemu check-node: --ipvs/--ipset need kube-proxy in IPVS mode; topology {topology_file} "

@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kpemu.analyse.oracle import node_local_addresses
 from kpemu.analyse.oracle.iptables import predict
 from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
-from kpemu.dumps.files import DumpFiles
+from kpemu.dumps.files import DumpFiles, read_text
 from kpemu.dumps.trace import result_line, trace_document, trace_header
+from kpemu.dumps.xtables.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm
 from kpemu.errors import InputError
+from kpemu.proxy.modes import node_state
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
 from kpemu.proxy.save import canonical_line
 from kpemu.proxy.state import IpvsModel
@@ -123,9 +126,6 @@ def trace_json(nr: NodeRules, pred: Prediction, origin: str) -> dict[str, Any]:
 
 def generated_rules(topo: Any, node: str) -> NodeRules:
     """The rules kpemu generates for `node` of a topology (iptables or IPVS mode)."""
-    from kpemu.analyse.oracle import node_local_addresses
-    from kpemu.proxy.modes import node_state
-
     kp = topo.kubeProxy
     walk = node_state(topo, node).walk
     if walk.rules is None:
@@ -140,9 +140,6 @@ def dumped_rules(node: str, local: set[str], iptables_save: str | None, ipvs: st
                  ipset: str | None, fallback: NodeRules | None = None) -> NodeRules:
     """The rules of a node's real dumps (files; `-` is standard input). Without an iptables-save
     dump, the iptables rules of `fallback` (kpemu's generated ones) go with the IPVS dumps."""
-    from kpemu.dumps.files import read_text
-    from kpemu.dumps.xtables.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm
-
     if iptables_save:
         rs, sources = parse_iptables_save(read_text(iptables_save), iptables_save), [f"{iptables_save} (iptables-save)"]
     elif fallback is not None:
