@@ -11,7 +11,7 @@ IPVS mode: ipset membership drives the `-m set` matches and, when the destinatio
 server local to the node, IPVS picks one real server (every real server is an outcome) and sends
 the packet on through the OUTPUT hook's filter chains and nat POSTROUTING.
 
-The prediction vocabulary is kpemu.analyse.oracle.types'; kpemu.analyse.oracle picks this walker for
+The prediction vocabulary is in kpemu.analyse.oracle.types; kpemu.analyse.oracle picks this walker for
 the modes whose kube-proxy state is iptables rules.
 """
 
