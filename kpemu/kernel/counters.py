@@ -1,6 +1,6 @@
 """Snapshots of per-rule packet counters in node namespaces (effects): `iptables-save -c`, and in
 IPVS mode `ipvsadm -Ln --stats` + `ipvsadm -Sn`. Deltas between two snapshots are computed by
-the pure kpemu.analyse.attribution.counter_deltas / ipvs_stat_deltas."""
+the pure kpemu.analyse.attribution.xtables.counter_deltas / ipvs_decisions."""
 
 from __future__ import annotations
 
