@@ -20,15 +20,14 @@ from kpemu import runtimes
 from kpemu.analyse.expect import fixed_ports
 from kpemu.analyse.pipeline import RunResult, analyse
 from kpemu.errors import EnvironmentProblem, InputError, KpemuError
+from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs.build import collect_job, lab_plan, release_tuple
-from kpemu.jobs.collected import collected_from_json
-from kpemu.jobs.execute import COLLECTED
+from kpemu.jobs.schema import COLLECTED, Collected
 from kpemu.jobs.verify import check_saved_rules
 from kpemu.kernel.lab import require_root
 from kpemu.model.modes import MODE_FACTS
-from kpemu.model.scenario import Scenario, load_scenario
+from kpemu.model.scenario import Scenario
 from kpemu.outlock import out_dir_lock
-from kpemu.plan.fabric import capture_points
 from kpemu.plan.types import Plan
 from kpemu.report.write import write_reports
 from kpemu.runtimes.base import Gathered, Progress, Runtime, Work
@@ -88,7 +87,7 @@ def out_dir_for(out: str | None, name: str, several: bool) -> Path:
 def load(files: Sequence[str], proxy_mode: str | None = None, lab: str | None = None) -> list[Scenario]:
     """Every scenario file loaded and valid (each name once) before anything is built, then this process
     checked for the privilege to build labs."""
-    scenarios = [load_scenario(f, proxy_mode, capture_points, lab) for f in files]
+    scenarios = [load_scenario(f, proxy_mode, lab) for f in files]
     names = [sc.name for sc in scenarios]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
@@ -181,13 +180,12 @@ def _analysed(sc: Scenario, plan: Plan, out: Path, got: Gathered, runtime: str, 
     path = out / COLLECTED
     if not path.is_file():
         raise EnvironmentProblem(f"{sc.name}: the run left no {path} (the collection did not finish)", got.logs)
-    data = json.loads(path.read_text())
-    if "readback" in data:
-        check_saved_rules(data["readback"], out / "rules")
+    col = Collected.from_json(json.loads(path.read_text()))
+    check_saved_rules(col.readback, out / "rules")
     progress(f"analysing {sc.name}: ledger, pcapng, attribution, oracle, reports")
-    a = analyse(sc, plan, collected_from_json(data), out, update_goldens)
-    seconds = data["seconds"] + time.perf_counter() - started
-    hops = write_reports(out, sc, a, runtime, reason, data["kernel"], seconds, data["trace"])
+    a = analyse(sc, plan, col, out, update_goldens)
+    seconds = col.seconds + time.perf_counter() - started
+    hops = write_reports(out, sc, a, runtime, reason, col.kernel, seconds, col.trace)
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
 
 
@@ -214,7 +212,7 @@ def mode_variants(file: str, notes: dict[str, str]) -> dict[str, Scenario]:
     out = {}
     for m in MODE_FACTS:
         try:
-            out[m] = load_scenario(file, m, capture_points)
+            out[m] = load_scenario(file, m)
         except InputError as e:
             if not out:
                 raise

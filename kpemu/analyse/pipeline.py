@@ -3,31 +3,40 @@ checks and goldens, and the hops.json document built from them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from kpemu.analyse.expect import Check, check_died, check_flow, check_goldens, fixed_ports, write_goldens
-from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, with_verdicts
+from kpemu.analyse.explain import FlowExplanation, explain_flow, with_verdicts
 from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
 from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
 from kpemu.capture.pcap import Pkt, read_pcap
 from kpemu.capture.points import capture_file_stem, point_name
 from kpemu.model.scenario import Scenario
+from kpemu.plan.tracing import TraceData
 from kpemu.plan.types import Interface, Plan
 from kpemu.proxy.modes import proxy_state
 from kpemu.traffic.result import FlowResult
 
 
 class RunMaterial(Protocol):
-    """What the analysis reads of what a run collected (kpemu.jobs.collected.Collected)."""
+    """What the analysis reads of what a run collected (kpemu.jobs.schema.Collected, which analysis may
+    not import: it is the kernel half's)."""
 
-    results: dict[str, FlowResult]
-    conntrack: dict[str, str]
-    ipvs: dict[str, str]
-    points: list[Interface]
-    traces: dict[str, TraceData]
-    faults: list[dict]
+    @property
+    def results(self) -> Mapping[str, FlowResult]: ...
+    @property
+    def conntrack(self) -> Mapping[str, str]: ...
+    @property
+    def ipvs(self) -> Mapping[str, str]: ...
+    @property
+    def points(self) -> Sequence[Interface]: ...
+    @property
+    def traces(self) -> Mapping[str, TraceData]: ...
+    @property
+    def faults(self) -> Sequence[Mapping[str, Any]]: ...
 
 
 @dataclass
@@ -64,7 +73,7 @@ class Analysis:
     written: list[Path]
     explanations: dict[str, FlowExplanation]
     details: dict[str, dict[int, dict[str, list[str]]]]
-    faults: list[dict]
+    faults: Sequence[Mapping[str, Any]]
     infos: dict[str, PointInfo]
     files: dict[str, Path]  # capture point -> its pcap
     packets: list[Pkt]

@@ -54,8 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             console.print(f"goldens rewritten in {p.parent}")
         for f in res.hops.get("faults") or []:
             console.print(f"fault {f['kind']} on {f['member']}: {f['change']}", highlight=False, markup=False)
-        print_summary(console, res.name, res.ledgers, res.checks, res.seconds, str(res.out_dir),
-                      res.hops.get("flows"))
+        print_summary(console, res.hops, str(res.out_dir))
         console.print(f"  open {res.out_dir / 'report.html'}; every hop in Wireshark: {res.out_dir / 'run.pcapng'} "
                       "(report.md has the tshark command)", highlight=False, markup=False)
         reports.append(res.hops)
@@ -112,8 +111,7 @@ def _compare_modes(file: str, base: Path, opts: Options, console: Console) -> in
     for o in cmp.outcomes:
         if not isinstance(o.result, KpemuError):
             res = o.result
-            print_summary(console, f"{res.name} [{o.scenario.topology.kubeProxy.mode}]", res.ledgers, res.checks,
-                          res.seconds, str(res.out_dir), res.hops.get("flows"))
+            print_summary(console, res.hops, str(res.out_dir), f"{res.name} [{o.scenario.topology.kubeProxy.mode}]")
     differ = 0
     for m in tuple(MODE_FACTS)[1:]:
         console.rule(f"{cmp.name}: {cmp.baseline} vs {MODE_FACTS[m].title}")

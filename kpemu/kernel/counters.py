@@ -1,22 +1,13 @@
 """Snapshots of per-rule packet counters in node namespaces (effects): `iptables-save -c`, and in
 IPVS mode `ipvsadm -Ln --stats` + `ipvsadm -Sn`. Deltas between two snapshots are computed by
-the pure kpemu.analyse.attribution.counter_deltas / ipvs_stat_deltas."""
+the pure kpemu.analyse.attribution.xtables.counter_deltas / ipvs_decisions."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from kpemu.kernel.netns import outputs_in
 from kpemu.pace import scaled
+from kpemu.plan.tracing import CounterSnapshot
 from kpemu.proxy.xtables import SAVE
-
-
-@dataclass
-class CounterSnapshot:
-    """Per node: iptables-save -c text; IPVS stats when `ipvs`."""
-
-    iptables: dict[str, str] = field(default_factory=dict)
-    ipvs_stats: dict[str, str] = field(default_factory=dict)
 
 
 def snapshot(nodes: dict[str, str], backend: str = "nft", ipvs: bool = False) -> CounterSnapshot:
@@ -25,7 +16,5 @@ def snapshot(nodes: dict[str, str], backend: str = "nft", ipvs: bool = False) ->
     if ipvs:
         cmds += [(ns, ["ipvsadm", "-Ln", "--stats"]) for ns in nodes.values()]
     texts = outputs_in(cmds, timeout=scaled(10.0))
-    snap = CounterSnapshot(iptables=dict(zip(nodes, texts, strict=False)))
-    if ipvs:
-        snap.ipvs_stats = dict(zip(nodes, texts[len(nodes):], strict=False))
-    return snap
+    return CounterSnapshot(iptables=dict(zip(nodes, texts, strict=False)),
+                           ipvs_stats=dict(zip(nodes, texts[len(nodes):], strict=False)) if ipvs else {})

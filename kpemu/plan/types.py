@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from kpemu.proxy.state import ProxyState
 
 MemberKind = Literal["node", "pod", "external", "underlay"]
+# The kernel-wide conntrack limit (a /proc/sys path): writable only from the initial network namespace.
+CONNTRACK_MAX = "net/netfilter/nf_conntrack_max"
 
 
 @dataclass(frozen=True)

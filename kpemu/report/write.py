@@ -22,9 +22,7 @@ def write_reports(out: Path, sc: Scenario, a: Analysis, runtime: str, reason: st
     hops["seconds"] = round(seconds, 3)
     hops["trace"] = trace
     (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
-    (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, kernel, a.ledgers, a.checks,
-                                                   seconds, flows_json=hops["flows"], mode=hops["mode"],
-                                                   faults=hops["faults"]))
+    (out / "report.md").write_text(render_markdown(hops))
     (out / "report.html").write_text(render_html(hops, sc.topology, a.details, files=run_files(out)))
     return hops
 

@@ -39,7 +39,7 @@ class Needs:
 
     cni: str
     mode: str
-    extra: tuple[str, ...] = ()  # a scenario's faults' (kpemu.kernel.probe.FAULT_FEATURES)
+    extra: tuple[str, ...] = ()  # a scenario's faults' (kpemu.faults: each kind's features)
 
 
 def in_guest() -> bool:
@@ -64,9 +64,9 @@ def probe_here(kvm: bool = False) -> Capabilities:
 
 def needs_of(sc: Scenario) -> Needs:
     """What a scenario's lab needs: its topology's CNI and mode, and its faults' features."""
-    from kpemu.kernel.probe import FAULT_FEATURES
+    from kpemu.faults import FAULTS
 
-    extra = tuple(f for fault in sc.spec.faults for f in FAULT_FEATURES.get(fault.kind, ()))
+    extra = tuple(f for fault in sc.spec.faults for f in FAULTS[fault.kind].features)
     return Needs(sc.topology.cni, sc.topology.kubeProxy.mode, extra)
 
 

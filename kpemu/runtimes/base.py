@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kpemu.errors import KpemuError
 
 if TYPE_CHECKING:
+    from kpemu.jobs.schema import Job
     from kpemu.model.topology import Topology
 
 Progress = Callable[[str], None]  # told what a runtime is doing now (the CLI shows it)
@@ -29,7 +30,7 @@ class Work:
     """One collect job for a runtime: the scenario it is for (named in errors), the job, its output folder."""
 
     name: str
-    job: dict[str, Any]
+    job: Job
     out: Path
 
 

@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -310,7 +310,7 @@ class GuestRuntime:
         from kpemu.capture.tcpdump import render_pcaps
         from kpemu.jobs.execute import prepare_out
 
-        reqs = [("collect", {"job": {**w.job, "render": False, "in_guest": True}}) for w in jobs]
+        reqs = [("collect", {"job": replace(w.job, render=False, in_guest=True).to_json()}) for w in jobs]
         how, answers = send(reqs, work_dir, progress, notice)
         out: list[Gathered | KpemuError] = []
         for w, (work, res) in zip(jobs, answers, strict=True):
@@ -336,6 +336,7 @@ class GuestRuntime:
         The rules the guest's kernel read back are checked here against kube-proxy's text; on a
         difference the lab is removed again and ApplyError names the first differing line.
         """
+        from kpemu.cni import cni_of
         from kpemu.jobs.build import deploy_job, release_tuple
         from kpemu.jobs.verify import check_saved_rules
         from kpemu.plan.fabric import plan_fabric
@@ -349,12 +350,12 @@ class GuestRuntime:
             progress("no warm guest is up: starting one (it stays up for further commands; kpemu vm down stops it)")
             up(progress)
         topo = self.resolve(topo)
-        job = deploy_job(topo, plan_fabric(topo), release_tuple(kernel_release()), source)
-        work, res = request("deploy", progress, job=job)
+        job = deploy_job(topo, plan_fabric(topo, cni_of(topo).plan), release_tuple(kernel_release()), source)
+        work, res = request("deploy", progress, job=job.to_json())
         if res["rc"] != 0:
             raise EnvironmentProblem(f"deploy in the guest failed: {res.get('error', '')}", f"see {work}")
         try:
-            check_saved_rules(job["readback"], work / "rules")
+            check_saved_rules(job.readback, work / "rules")
         except ApplyError:
             request("destroy", lab=topo.name)
             raise

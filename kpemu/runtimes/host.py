@@ -11,7 +11,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +71,7 @@ class HostRuntime:
         out: list[Gathered | KpemuError] = []
         for w in jobs:
             warm = _warm_scapy()
-            collect({**w.job, "in_guest": self.inside_guest}, w.out, progress)
+            collect(replace(w.job, in_guest=self.inside_guest), w.out, progress)
             warm.join(timeout=10)
             out.append(Gathered())
         return out
@@ -103,6 +103,7 @@ def deploy_lab(topo: Topology, source: str = "", plan: Plan | None = None) -> La
     from `plan` (the topology's own when not given) and check what the kernel reads back against
     kube-proxy's text; rolls back on any failure."""
     from kpemu.capture.snapshot import rules_text
+    from kpemu.cni import cni_of
     from kpemu.jobs.build import deploy_job, release_tuple
     from kpemu.jobs.execute import deploy
     from kpemu.jobs.verify import readback_problems
@@ -110,11 +111,11 @@ def deploy_lab(topo: Topology, source: str = "", plan: Plan | None = None) -> La
 
     kernel_lab.require_root()
     topo = HostRuntime().resolve(topo)
-    job = deploy_job(topo, plan or plan_fabric(topo), release_tuple(os.uname().release), source)
+    job = deploy_job(topo, plan or plan_fabric(topo, cni_of(topo).plan), release_tuple(os.uname().release), source)
     state = deploy(job)
     try:
-        problems = readback_problems(job["readback"], lambda node, kind: rules_text(
-            job["nodes"][node], kind, job["backend"]))
+        problems = readback_problems(job.readback, lambda node, kind: rules_text(
+            job.nodes[node], kind, job.backend))
         if problems:
             raise ApplyError("\n".join(problems))
     except BaseException:

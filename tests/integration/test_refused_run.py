@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kpemu.cli import main
+from kpemu.inputs.scenario import load_scenario
 from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
-from kpemu.model.scenario import load_scenario
 from kpemu.runtimes.host import deploy_lab
 from tests.conftest import ROOT, SCENARIOS, needs_root
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from kpemu.analyse.attribution import (
+from kpemu.analyse.attribution.xtables import (
     TracedPacket,
     counter_deltas,
     kernel_dnat,
@@ -29,7 +29,9 @@ from kpemu.analyse.attribution import (
     phrases,
 )
 from kpemu.analyse.hooks import check_hook_claim, hooks_only
-from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.compare import compare_paths
+from kpemu.analyse.oracle.types import Packet
 from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.counters import snapshot

@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from kpemu import faults as fault_registry
 from kpemu.analyse.pipeline import analyse, hops_document
+from kpemu.cni import cni_of
+from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs import execute
 from kpemu.jobs.build import collect_job, lab_plan, release_tuple
-from kpemu.jobs.collected import collected_from_json
+from kpemu.jobs.schema import Job
 from kpemu.kernel.drops import (
     BPFTRACE_WRAPPER,
     INSTANCE_PREFIX,
@@ -28,8 +31,6 @@ from kpemu.kernel.drops import (
 )
 from kpemu.kernel.lab import destroy
 from kpemu.kernel.netns import list_netns, run_in
-from kpemu.kernel.probe import FAULT_FEATURES
-from kpemu.model.scenario import load_scenario
 from kpemu.plan.fabric import plan_fabric
 from kpemu.runtimes.host import HostRuntime
 from kpemu.statedir import scratch_dir
@@ -42,16 +43,17 @@ DROP_RULE = ('-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "default/web
 FLOW = "to-node-without-endpoint"
 
 
-def _verdict(sc, job: dict, state, out: Path) -> dict:
+def _verdict(sc, job: Job, state, out: Path) -> dict:
     """One pass of the flow's traffic in the deployed lab, analysed: the flow of hops.json."""
     execute.prepare_out(out)
     drops = start_drop_tracing(out / "drops-raw.txt")
     try:
         drops.watch(state.members)
-        col = execute._traffic(job, out, execute._quiet, drops)
+        gathered = execute._Gathered()
+        execute._traffic(job, out, execute._quiet, gathered, drops)
     finally:
         drops.stop()
-    a = analyse(sc, plan_fabric(sc.topology), collected_from_json(col), out, False)
+    a = analyse(sc, plan_fabric(sc.topology, cni_of(sc.topology).plan), gathered.collected(job, 0.0), out, False)
     return next(f for f in hops_document(sc, a, "host", "test", os.uname().release)["flows"] if f["name"] == FLOW)
 
 
@@ -93,7 +95,7 @@ def test_removing_the_dropping_rule_by_hand_changes_the_verdict(tmp_path: Path) 
 def test_fault_scenario_dies_where_and_why_it_expects(path: Path, tmp_path: Path) -> None:
     if why_unavailable() is not None:
         pytest.skip(f"kernel drop reasons unavailable: {why_unavailable()}")
-    if any(f.kind in FAULT_FEATURES for f in load_scenario(path).spec.faults):
+    if any(fault_registry.FAULTS[f.kind].features for f in load_scenario(path).spec.faults):
         pytest.skip("a fault that only kpemu's guest kernel may apply (tests/vm runs it)")
     res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", str(path), "--runtime", "host",
                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=180)

@@ -13,7 +13,8 @@ import pytest
 
 from kpemu import pipeline, runtimes
 from kpemu.errors import EnvironmentProblem, KpemuError
-from kpemu.model.scenario import Scenario, load_scenario
+from kpemu.inputs.scenario import load_scenario
+from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.runtimes.base import Gathered, Progress, Work, quiet
 from tests.conftest import ROOT

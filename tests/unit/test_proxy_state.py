@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.types import Packet
 from kpemu.analyse.pipeline import analyse
+from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs.build import collect_job, lab_plan, release_tuple
-from kpemu.jobs.collected import Collected
-from kpemu.model.scenario import load_scenario
+from kpemu.jobs.schema import Collected
 from kpemu.proxy.iptables import mode as iptables_mode
 from kpemu.proxy.ipvs import mode as ipvs_mode
 from kpemu.proxy.modes import node_texts
@@ -60,11 +61,13 @@ def test_a_run_generates_each_node_s_proxy_state_once(file: str, counted: Callab
         state = plan.proxy.node(n.name)
         assert node_texts(topo, n.name, state)["iptables-save" if "iptables-save" in state.texts else "nft"]
         assert predict_for_topology(topo, n.name, Packet("203.0.113.9", n.ip, node_port), state=state).outcomes
-    analyse(sc, plan, Collected(), tmp_path, False)
+    nothing = Collected(results={}, conntrack={}, ipvs={}, traces={}, points=(), seconds=0.0, trace=False,
+                        kernel=os.uname().release)
+    analyse(sc, plan, nothing, tmp_path, False)
     assert sorted(calls) == sorted(nodes)
-    steps = [s.to_json() for n in nodes for s in plan.proxy.node(n).steps]
-    first = job["steps"].index(steps[0])
-    assert job["steps"][first:first + len(steps)] == steps  # the job applies the plan's steps
-    assert job["readback"] == [r for n in nodes for r in plan.proxy.node(n).readback]
+    steps = [s for n in nodes for s in plan.proxy.node(n).steps]
+    first = job.steps.index(steps[0])
+    assert list(job.steps[first:first + len(steps)]) == steps  # the job applies the plan's steps
+    assert [r.to_json() for r in job.readback] == [r for n in nodes for r in plan.proxy.node(n).readback]
     predict_for_topology(topo, nodes[0], Packet("203.0.113.9", topo.nodes[0].ip, node_port))
     assert len(calls) == len(nodes) + 1  # without the run's state the oracle generates again: the count is live
