@@ -1,8 +1,8 @@
 """What changes in kube-proxy's rule text from one release to the next (1.10 through 1.37).
 
 `flavour_for(settings)` turns the topology's `kubeProxy` block into a frozen `Flavour`: one
-boolean / value per change, so the generators (iptables.py, ipvs.py) never compare version
-numbers themselves. Toggle names follow reference/kube-proxy.md section 9.1 (T1..T21), the
+boolean / value per change, so the generators (kpemu.proxy.iptables, kpemu.proxy.ipvs) never
+compare version numbers themselves. Toggle names follow reference/kube-proxy.md section 9.1 (T1..T21), the
 timeline of section 4 and the intermediate eras of section 4.1.
 
 Seed 001 (seeds/001_717fa8e2866a1a64.txt) was produced by kube-proxy **1.14** (see
@@ -106,11 +106,9 @@ class Flavour:
     port_name_colon: bool  # T1: unnamed port S = "ns/svc:" (<1.19)
     probability_fmt: str  # T2: "%0.5f" (<1.17) or "%0.10f"
     xor_mark: bool  # T3: KUBE-POSTROUTING RETURN / --xor-mark / MASQUERADE (1.19+)
-    random_fully_capable: bool  # T4: kube-proxy knows --random-fully (1.16+)
     random_fully: bool  # T4 resolved: capable and (settings.randomFully, default: assume supported)
-    mark_drop: bool  # T5/T10: kube-proxy jumps to KUBE-MARK-DROP (XLB/FW) (<1.25)
     kubelet_mark_drop: bool  # T5/T6: kubelet's nat KUBE-MARK-DROP + filter KUBE-FIREWALL mark-drop rule (<1.28)
-    kubelet_localnet_rule: bool  # T21: kubelet KUBE-FIREWALL "block incoming localnet connections" (1.19-1.27)
+    kubelet_localnet_rule: bool  # T21: kubelet KUBE-FIREWALL "block incoming localnet connections" (1.19+)
     proxy_kube_firewall: bool  # T6: kube-proxy writes filter KUBE-FIREWALL itself (1.28+)
     masq_in_svc_chain: bool  # T7: ClusterIP masq rule is the first rule of KUBE-SVC (1.21+)
     ext_chains: bool  # T8/T9/T18: KUBE-EXT + KUBE-SVL instead of KUBE-XLB (1.24+)
@@ -121,7 +119,6 @@ class Flavour:
     forward_pod_rules_cidr: bool  # T12: "pod source/destination rule" with -s/-d clusterCIDR (<1.18)
     forward_pod_rules: bool  # T12: the two pod source/destination conntrack rules (<1.24)
     forward_single_conntrack: bool  # T12: single "forwarding conntrack rule" (1.24+)
-    tcp_be_liberal_skips_invalid: bool  # T12: INVALID drop omitted if nf_conntrack_tcp_be_liberal (1.29+)
     nfacct: bool  # resolved: nfacct counters in use (capable, and settings.nfacct not False)
     nfacct_capable: bool  # 1.30+: -m nfacct on the INVALID drop (and 1.31+ localhost NodePorts)
     nfacct_localhost_nodeports: bool  # T15: 1.31+ "-d 127.0.0.0/8 ... -m nfacct" twin NodePort rule
@@ -133,27 +130,16 @@ class Flavour:
     xlb_balancing_comment: bool  # KUBE-XLB rules commented "Balancing rule i for S" (<1.23)
     to_cidr: bool  # restore input writes /32 on -d/-s host addresses (utilproxy.ToCIDR, <1.23)
     forward_external_services_jump: bool  # T13: filter FORWARD -> KUBE-EXTERNAL-SERVICES (1.20+)
-    external_services_chain: bool  # filter KUBE-EXTERNAL-SERVICES exists (1.10+, PR #56164)
     health_check_jump: bool  # filter INPUT -> KUBE-NODEPORTS "health check service ports" (1.22+)
     external_ip_legacy: bool  # T14: pre-1.21 externalIP form (MARK-MASQ + physdev/addrtype jumps)
-    external_ip_svc_masq: bool  # 1.21-1.23: externalIP masq rule in KUBE-SVC
     localhost_nodeport_masq: bool  # T15: "-s 127.0.0.0/8 ... -j KUBE-MARK-MASQ" for eTP=Local (<1.24)
     route_localnet_always: bool  # T16: route_localnet=1 unconditionally (<1.24)
     canary: bool  # T17: KUBE-PROXY-CANARY chains in mangle/nat/filter (1.16+)
-    kubelet_canary: bool  # KUBE-KUBELET-CANARY chains (1.18+)
-    lb_no_endpoint_reject: bool  # T19: LB IPs get KUBE-EXTERNAL-SERVICES REJECT (1.22+? see docstring)
-    no_local_endpoints_filter_drop: bool  # T19: "has no local endpoints" DROP in filter (1.25+)
     large_cluster_mode: bool  # T20: >1000 endpoints drops per-endpoint comments (1.23+)
-    partial_sync: bool  # T20: MinimizeIPTablesRestore on by default (1.27+ beta)
     localhost_nodeports_flag: bool  # --iptables-localhost-nodeports honoured (1.25+; earlier always on)
     localhost_nodeports: bool  # resolved: localhost NodePorts allowed (flag, or always before 1.25)
 
     # --- IPVS mode ----------------------------------------------------------------------
-    # The next three are not applied by proxy/ipvs*.py: 1.10's IPVS rule text is not pinned
-    # (reference kube-proxy.md 9.3: "legacy rule text not pinned"), so an IPVS 1.10 dump is 1.11's.
-    ipvs_old_ipset_names: bool  # 1.10: KUBE-FIRE-WALL / KUBE-LB-INGRESS-LOCAL
-    ipvs_forward_chain: bool  # IPVS KUBE-FORWARD (1.11+)
-    ipvs_accept_vip: bool  # IPVS "-j ACCEPT" for KUBE-CLUSTER-IP / KUBE-LOAD-BALANCER (1.11+)
     ipvs_nat_firewall: bool  # LB source ranges via nat KUBE-FIREWALL + KUBE-MARK-DROP (1.11-1.24)
     ipvs_proxy_firewall: bool  # filter KUBE-PROXY-FIREWALL / KUBE-SOURCE-RANGES-FIREWALL (1.25+)
     ipvs_filter: bool  # filter KUBE-IPVS-FILTER + KUBE-IPVS-IPS ipset (1.26+)
@@ -161,6 +147,7 @@ class Flavour:
     ipvs_out_filter: bool  # filter KUBE-IPVS-OUT-FILTER (1.29+)
     ipvs_postrouting_masq_first: bool  # legacy IPVS: mark MASQUERADE before the LOOP-BACK rule (<1.19)
     ipvs_localhost_nodeport_vs: bool  # IPVS NodePort VS on 127.0.0.1 too (<1.22)
+    ipvs_etp_local_fallback: bool  # IPVS eTP=Local VS without local endpoints uses all of them (1.21+, PR #97081)
     ipvs_route_localnet: bool  # IPVS sets route_localnet=1 (<1.22)
     conn_reuse_mode_zero: bool  # IPVS sets net/ipv4/vs/conn_reuse_mode=0 (1.13+, only kernel < 5.9)
     ipvs_deprecated: bool  # 1.35+: kube-proxy logs IPVS_DEPRECATION at startup (KEP-5495)
@@ -205,11 +192,9 @@ def flavour_for_minor(
         port_name_colon=m < 19,
         probability_fmt="%0.5f" if m < 17 else "%0.10f",
         xor_mark=m >= 19,
-        random_fully_capable=capable,
         random_fully=capable and (True if random_fully is None else random_fully),
-        mark_drop=m < 25,
         kubelet_mark_drop=m < 28,
-        kubelet_localnet_rule=19 <= m < 28,
+        kubelet_localnet_rule=m >= 19,
         proxy_kube_firewall=m >= 28,
         masq_in_svc_chain=m >= 21,
         ext_chains=m >= 24,
@@ -220,7 +205,6 @@ def flavour_for_minor(
         forward_pod_rules_cidr=m < 18,
         forward_pod_rules=m < 24,
         forward_single_conntrack=m >= 24,
-        tcp_be_liberal_skips_invalid=m >= 29,
         nfacct=m >= 30 and nfacct is not False,
         nfacct_capable=m >= 30,
         nfacct_localhost_nodeports=m >= 31,
@@ -232,23 +216,14 @@ def flavour_for_minor(
         xlb_balancing_comment=m < 23,
         to_cidr=m < 23,
         forward_external_services_jump=m >= 20,
-        external_services_chain=m >= 10,
         health_check_jump=m >= 22,
         external_ip_legacy=m < 21,
-        external_ip_svc_masq=21 <= m < 24,
         localhost_nodeport_masq=m < 24,
         route_localnet_always=m < 24,
         canary=m >= 16,
-        kubelet_canary=m >= 18,
-        lb_no_endpoint_reject=m >= 22,
-        no_local_endpoints_filter_drop=m >= 25,
         large_cluster_mode=m >= 23,
-        partial_sync=m >= 27,
         localhost_nodeports_flag=m >= 25,
         localhost_nodeports=localhost_nodeports if m >= 25 else True,
-        ipvs_old_ipset_names=m == 10,
-        ipvs_forward_chain=m >= 11,
-        ipvs_accept_vip=m >= 11,
         ipvs_nat_firewall=m < 25,
         ipvs_proxy_firewall=m >= 25,
         ipvs_filter=m >= 26,
@@ -256,6 +231,7 @@ def flavour_for_minor(
         ipvs_out_filter=m >= 29,
         ipvs_postrouting_masq_first=m < 19,
         ipvs_localhost_nodeport_vs=m < 22,
+        ipvs_etp_local_fallback=m >= 21,
         ipvs_route_localnet=m < 22,
         conn_reuse_mode_zero=m >= 13,
         ipvs_deprecated=m >= 35,

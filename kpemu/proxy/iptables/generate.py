@@ -202,7 +202,7 @@ class _Gen:
 
     def forward_rules(self) -> None:
         fl, m = self.fl, self.mark
-        if fl.forward_invalid_drop:
+        if fl.forward_invalid_drop:  # kpemu's nodes keep nf_conntrack_tcp_be_liberal at 0 (1.29+ checks it)
             acct = ("-m", "nfacct", "--nfacct-name", NFACCT_COUNTERS[0]) if fl.nfacct else ()
             self.filter.add(FORWARD, "-m", "conntrack", "--ctstate", "INVALID", *acct, "-j", "DROP")
         self.filter.add(FORWARD, "-m", "comment", "--comment", "kubernetes forwarding rules",
@@ -230,7 +230,7 @@ class _Gen:
         if not fw.rules:  # kube-proxy did not write it (before 1.28 or localhost NodePorts off)
             if fl.kubelet_mark_drop:
                 self.filter.add(FIREWALL, *MARK_DROP_FIREWALL, owner="kubelet")
-            if fl.minor >= 19:
+            if fl.kubelet_localnet_rule:
                 self.filter.add(FIREWALL, *LOCALNET_RULE, owner="kubelet")
         if fl.canary:
             for t in ("mangle", "nat", "filter"):

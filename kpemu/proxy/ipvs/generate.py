@@ -257,7 +257,7 @@ def ipvs_rules(topo: Topology, node: str, kernel: tuple[int, int] | None = None)
     for info in infos:
         for name, entries in _members(info, n.ip, addrs).items():
             members[name] |= entries
-        vss += _virtual_servers(info, addrs, kp.scheduler, etp_local_fallback=f.minor >= 21)
+        vss += _virtual_servers(info, addrs, kp.scheduler, etp_local_fallback=f.ipvs_etp_local_fallback)
         svc = info.service
         if svc.loadBalancerSourceRanges and not _allow_from_node(svc.loadBalancerSourceRanges, n.ip):
             out_filter += [(ip, info.protocol, info.port.port) for ip in svc.loadBalancerIPs]

@@ -1,7 +1,7 @@
 """The small, constant iptables rule set of IPVS mode (reference 3.2, 3.3, 4.1 and 9.3).
 
 Eras (toggles from kpemu.proxy.versions.Flavour):
-- 1.11-1.18: nat KUBE-FIREWALL + KUBE-MARK-DROP for LB source ranges; KUBE-POSTROUTING is the
+- 1.10-1.18: nat KUBE-FIREWALL + KUBE-MARK-DROP for LB source ranges; KUBE-POSTROUTING is the
   single mark MASQUERADE rule, written before the KUBE-LOOP-BACK rule; mark written as
   `--set-xmark 0x00004000/0x00004000`; KUBE-FORWARD pod source/destination conntrack rules (with
   `-s`/`-d clusterCIDR` before 1.18).
@@ -10,6 +10,8 @@ Eras (toggles from kpemu.proxy.versions.Flavour):
 - 1.25: filter KUBE-PROXY-FIREWALL + KUBE-SOURCE-RANGES-FIREWALL replace nat KUBE-FIREWALL.
 - 1.26-1.28: + filter KUBE-IPVS-FILTER (KUBE-IPVS-IPS set) and `-s 127.0.0.0/8 -j RETURN`.
 - 1.29+: + filter KUBE-IPVS-OUT-FILTER.
+1.10's own IPVS text (ipsets KUBE-FIRE-WALL / KUBE-LB-INGRESS-LOCAL, no KUBE-FORWARD, no `-j ACCEPT`
+for the VIP sets) is not pinned by any source, so a 1.10 node gets 1.11's rules.
 Rules are generated in the order of writeIptablesRules(); only the order inside a chain is
 visible in iptables-save.
 """
