@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from kpemu.model.topology import Topology
 from kpemu.proxy import naming
 from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
 from kpemu.proxy.naming import NFACCT_COUNTERS
-from kpemu.proxy.rules import RuleSet, Table
+from kpemu.proxy.rules import JumpRule, RuleSet, Table
 from kpemu.proxy.versions import Flavour, flavour_for
 
 MARK_MASQ, MARK_DROP = "KUBE-MARK-MASQ", "KUBE-MARK-DROP"
@@ -37,20 +36,6 @@ MARK_DROP_FIREWALL = ("-m", "comment", "--comment", "kubernetes firewall for dro
                       "-m", "mark", "--mark", "0x00008000/0x00008000", "-j", "DROP")
 
 
-@dataclass(frozen=True)
-class Jump:
-    """One `EnsureRule(Prepend, table, from, args...)` call."""
-
-    table: str
-    chain: str
-    args: tuple[str, ...]
-    owner: str = "kube-proxy"
-
-
-def _go_hex(v: int) -> str:
-    return f"0x{v:08x}"  # Go's fmt.Sprintf("%#08x", v)
-
-
 def _known_node(topo: Topology, node: str) -> None:
     names = [n.name for n in topo.nodes]
     if node not in names:
@@ -59,16 +44,11 @@ def _known_node(topo: Topology, node: str) -> None:
         raise InputError(f"--node {node!r} is not a node of {topo.name}; valid nodes: {', '.join(names)}")
 
 
-def jump_list(fl: Flavour) -> list[Jump]:
+def jump_list(fl: Flavour) -> list[JumpRule]:
     """kubelet's then kube-proxy's prepended jumps from built-in chains, in call order (2.2)."""
     new = ("-m", "conntrack", "--ctstate", "NEW")
-
-    def j(table: str, frm: str, to: str, comment: str | None, extra: tuple[str, ...] = ()) -> Jump:
-        c = ("-m", "comment", "--comment", comment) if comment else ()
-        return Jump(table, frm, (*extra, *c, "-j", to))
-
-    out = [Jump("filter", "INPUT", ("-j", FIREWALL), "kubelet"),
-           Jump("filter", "OUTPUT", ("-j", FIREWALL), "kubelet")]
+    j = JumpRule
+    out = [j("filter", "INPUT", FIREWALL, owner="kubelet"), j("filter", "OUTPUT", FIREWALL, owner="kubelet")]
     portals, ext = "kubernetes service portals", "kubernetes externally-visible service portals"
     out.append(j("filter", "INPUT", EXT_SERVICES, ext, new))
     if fl.forward_external_services_jump:
@@ -90,9 +70,9 @@ def jump_list(fl: Flavour) -> list[Jump]:
     return out
 
 
-def final_jump_order(jumps: Iterable[Jump]) -> dict[tuple[str, str], list[Jump]]:
+def final_jump_order(jumps: Iterable[JumpRule]) -> dict[tuple[str, str], list[JumpRule]]:
     """What prepending each jump in turn leaves in every built-in chain (top first)."""
-    out: dict[tuple[str, str], list[Jump]] = {}
+    out: dict[tuple[str, str], list[JumpRule]] = {}
     for jp in jumps:
         out.setdefault((jp.table, jp.chain), []).insert(0, jp)
     return out
@@ -109,7 +89,7 @@ class _Gen:
         self.cidr = kp.clusterCIDR
         self.masq_all = kp.masqueradeAll
         bit = 1 << kp.masqueradeBit
-        self.mark = _go_hex(bit)
+        self.mark = naming.go_hex(bit)
         self.node_ip = topo.node(node).ip
         self.rs = RuleSet()
         self.filter: Table = self.rs.table("filter")

@@ -26,8 +26,9 @@ from kpemu.model.topology import Topology
 from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
 from kpemu.proxy.ipvs import ipset_text, ipvsadm_text
 from kpemu.proxy.ipvs.ipset_text import IpSet
-from kpemu.proxy.ipvs.iptables import IpvsIptables, JumpRule, ipvs_iptables
+from kpemu.proxy.ipvs.iptables import IpvsIptables, ipvs_iptables
 from kpemu.proxy.ipvs.ipvsadm_text import RealServer, VirtualServer
+from kpemu.proxy.rules import JumpRule
 from kpemu.proxy.versions import Flavour, flavour_for
 
 DUMMY_DEVICE = "kube-ipvs0"

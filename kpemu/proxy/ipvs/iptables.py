@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kpemu.proxy.ipvs.ipset_text import IpSet
+from kpemu.proxy.naming import go_hex
+from kpemu.proxy.rules import JumpRule
 from kpemu.proxy.versions import Flavour
 
 SERVICES, POSTROUTING, NODE_PORT = "KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-NODE-PORT"
@@ -29,24 +31,6 @@ NAT_FIREWALL, FORWARD = "KUBE-FIREWALL", "KUBE-FORWARD"
 PROXY_FIREWALL, SOURCE_RANGES = "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL"
 IPVS_FILTER, IPVS_OUT_FILTER = "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"
 DROP_BIT = 15  # kubelet's --iptables-drop-bit default
-
-
-@dataclass(frozen=True)
-class JumpRule:
-    """A jump from a built-in chain, installed by kube-proxy with EnsureRule(Prepend, ...)."""
-
-    table: str
-    chain: str
-    target: str
-    comment: str
-
-    @property
-    def args(self) -> str:
-        return f'-m comment --comment "{self.comment}" -j {self.target}'
-
-    @property
-    def line(self) -> str:
-        return f"-A {self.chain} {self.args}"
 
 
 @dataclass(frozen=True)
@@ -63,11 +47,6 @@ class IpvsIptables:
     def jumps(self) -> tuple[JumpRule, ...]:
         """Jumps in the order they end up in each built-in chain (later prepends come first)."""
         return tuple(reversed(self.jumps_prepend_order))
-
-
-def _mark(bit: int) -> str:
-    """Go's fmt.Sprintf("%#08x", 1<<bit): 0x00004000."""
-    return f"0x{1 << bit:08x}"
 
 
 # ipsetWithIptablesChain: (set, table, from chain, target, match type, protocol match).
@@ -155,7 +134,7 @@ def ipvs_iptables(
     """
     nat: list[str] = []
     filt: list[str] = []
-    m = _mark(masquerade_bit)
+    m = go_hex(1 << masquerade_bit)
 
     def nonempty(name: str) -> bool:
         return name in sets and not sets[name].is_empty
@@ -171,7 +150,7 @@ def ipvs_iptables(
         nat.append(masq + (" --random-fully" if f.random_fully else ""))
         nat.append(f"-A {MARK_MASQ} -j MARK --set-xmark {m}/{m}")
     if f.ipvs_nat_firewall:
-        d = _mark(DROP_BIT)
+        d = go_hex(1 << DROP_BIT)
         nat.append(f"-A {MARK_DROP} -j MARK --set-xmark {d}/{d}")
 
     if f.loopback_return:
