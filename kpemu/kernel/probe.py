@@ -27,9 +27,10 @@ from kpemu.kernel import netns as nsmod
 from kpemu.kernel.labstate import record_probe, sweep_probes
 from kpemu.kernel.owner import PROBE_OWNER, mark
 from kpemu.proxy.modes import MODES
+from kpemu.statedir import PREFIX
 
 PROXY_MODES = tuple(MODES)
-PROBE_PREFIX = "kp-probe-"
+PROBE_PREFIX = f"{PREFIX}probe-"
 KVM_CACHE_DIR = Path("/run/kpemu")
 
 IPSET_TYPES = ("hash:ip,port", "hash:ip,port,ip", "hash:ip,port,net", "bitmap:port", "hash:ip")

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kpemu import cni as cni_registry
+from kpemu.errors import InputError
 
 Protocol = Literal["TCP", "UDP", "SCTP"]
 # Kubernetes object names: DNS-1123 labels (subdomains for pods; labels are strict enough here).
@@ -338,6 +339,14 @@ class Topology(Strict):
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
+
+    def require_node(self, name: str, flag: str = "--node") -> Node:
+        """The node `name`; InputError naming the option `flag` and the valid nodes when there is none."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise InputError(f"{flag} {name!r} is not a node of topology {self.name!r}; "
+                         f"valid nodes: {', '.join(n.name for n in self.nodes)}")
 
     def pods_on(self, node: str) -> list[Pod]:
         return [p for p in self.pods if p.node == node]

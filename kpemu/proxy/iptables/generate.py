@@ -36,14 +36,6 @@ MARK_DROP_FIREWALL = ("-m", "comment", "--comment", "kubernetes firewall for dro
                       "-m", "mark", "--mark", "0x00008000/0x00008000", "-j", "DROP")
 
 
-def _known_node(topo: Topology, node: str) -> None:
-    names = [n.name for n in topo.nodes]
-    if node not in names:
-        from kpemu.errors import InputError
-
-        raise InputError(f"--node {node!r} is not a node of {topo.name}; valid nodes: {', '.join(names)}")
-
-
 def jump_list(fl: Flavour) -> list[JumpRule]:
     """kubelet's then kube-proxy's prepended jumps from built-in chains, in call order (2.2)."""
     new = ("-m", "conntrack", "--ctstate", "NEW")
@@ -82,7 +74,6 @@ class _Gen:
     """One sync of kube-proxy's syncProxyRules for one node."""
 
     def __init__(self, topo: Topology, node: str):
-        _known_node(topo, node)
         self.topo, self.node = topo, node
         kp = topo.kubeProxy
         self.fl = flavour_for(kp)
@@ -90,7 +81,7 @@ class _Gen:
         self.masq_all = kp.masqueradeAll
         bit = 1 << kp.masqueradeBit
         self.mark = naming.go_hex(bit)
-        self.node_ip = topo.node(node).ip
+        self.node_ip = topo.require_node(node).ip
         self.rs = RuleSet()
         self.filter: Table = self.rs.table("filter")
         self.nat: Table = self.rs.table("nat")
