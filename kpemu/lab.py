@@ -52,12 +52,12 @@ def require_root(commands: str = "deploy/run/destroy") -> None:
 def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabState:
     """Build the lab (kpemu.jobs.execute: fabric, kube-proxy's rules per node, CNI rules) and check what
     the kernel reads back against kube-proxy's text; rolls back on any failure."""
-    from kpemu.capture.snapshot import rules_text
     from kpemu.jobs.build import deploy_job, release_tuple
     from kpemu.jobs.execute import deploy as execute
     from kpemu.jobs.verify import readback_problems
     from kpemu.kernel.netfilter import resolve_random_fully
     from kpemu.kernel.nfacct import supported_here, with_nfacct
+    from kpemu.kernel.snapshot import rules_text
     from kpemu.plan.fabric import plan_fabric
 
     require_root()

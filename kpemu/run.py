@@ -27,7 +27,7 @@ from kpemu.capture.points import capture_file_stem, point_name
 from kpemu.errors import EnvironmentProblem, KpemuError
 from kpemu.jobs.execute import COLLECTED
 from kpemu.jobs.verify import check_saved_rules
-from kpemu.kernel import counters
+from kpemu.kernel.snapshot import CounterSnapshot
 from kpemu.model.scenario import Scenario
 from kpemu.outlock import holding_out_dir, out_dir_lock
 from kpemu.plan.types import Interface, Plan
@@ -183,8 +183,8 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
 def collected_from_json(data: dict[str, Any]) -> Collected:
     """The inverse of `collected_json`."""
 
-    def snap(d: dict[str, Any] | None) -> counters.CounterSnapshot | None:
-        return counters.CounterSnapshot(**d) if d else None
+    def snap(d: dict[str, Any] | None) -> CounterSnapshot | None:
+        return CounterSnapshot(**d) if d else None
 
     return Collected(
         results={k: FlowResult(**v) for k, v in data["results"].items()},

@@ -32,11 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from kpemu.analyse.drops import window as drops_window
-from kpemu.capture import snapshot
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
 from kpemu.errors import ApplyError, EnvironmentProblem
-from kpemu.kernel import counters, nfacct
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel import nfacct, snapshot
 from kpemu.kernel.drops import DropSession, start_drop_tracing
 from kpemu.kernel.faults import apply_faults, restore_kernel_wide
 from kpemu.kernel.labstate import LabState, state_path, taken
@@ -251,7 +250,7 @@ def run_flow(flow: dict[str, Any], gap: float = 0.0) -> dict[str, Any]:
 
 def _traced_flow(job: dict[str, Any], flow: dict[str, Any], out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     nodes, backend, ipvs = job["nodes"], job["backend"], job["ipvs"]
-    before = counters.snapshot(nodes, backend, ipvs)
+    before = snapshot.read_counters(nodes, backend, ipvs)
     match = FlowMatch(**{**flow["match"], "backends": tuple(tuple(b) for b in flow["match"]["backends"])})
     if job["trace_kind"] == "nft-monitor":
         session = start_nft_tracing(nodes, match, workdir=scratch_dir(job["lab"]))
@@ -261,7 +260,7 @@ def _traced_flow(job: dict[str, Any], flow: dict[str, Any], out: Path) -> tuple[
         result = run_flow(flow, gap=TRACE_GAP if session.unavailable is None else 0.0)
     finally:
         texts = session.stop()
-    after = counters.snapshot(nodes, backend, ipvs)
+    after = snapshot.read_counters(nodes, backend, ipvs)
     texts = texts if session.unavailable is None else {}
     tdir = out / "trace"
     tdir.mkdir(parents=True, exist_ok=True)

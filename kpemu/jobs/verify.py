@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kpemu.capture.snapshot import RULE_KINDS
 from kpemu.errors import ApplyError
 from kpemu.kernel.netfilter import owned_lines
 from kpemu.kernel.readback import first_difference
+from kpemu.kernel.snapshot import RULE_KINDS
 from kpemu.proxy.ipvs import ipset_text, ipvsadm_text
 from kpemu.proxy.nftables.listing import without_interval_order
 

@@ -10,10 +10,10 @@ import subprocess
 
 import pytest
 
-from kpemu.capture.snapshot import rules_text
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.verify import readback_problems
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel.snapshot import rules_text
 from kpemu.model import load_topology
 from kpemu.plan.batch import Step
 from kpemu.proxy.ipvs import ipvs_rules

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from kpemu.capture.snapshot import rules_text
 from kpemu.errors import ApplyError
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.verify import readback_problems
+from kpemu.kernel.snapshot import rules_text
 from kpemu.model import load_topology
 from kpemu.model.topology import Topology
 from kpemu.proxy.modes import mode_of
