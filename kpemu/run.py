@@ -181,7 +181,7 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
 
 
 def collected_from_json(data: dict[str, Any]) -> Collected:
-    """The inverse of `collected_json`."""
+    """A Collected from the collected.json a run's executor wrote (kpemu.jobs.execute)."""
 
     def snap(d: dict[str, Any] | None) -> CounterSnapshot | None:
         return CounterSnapshot(**d) if d else None
