@@ -2,80 +2,9 @@
 
 `flavour_for(settings)` turns the topology's `kubeProxy` block into a frozen `Flavour`: one
 boolean / value per change, so the generators (kpemu.proxy.iptables, kpemu.proxy.ipvs) never
-compare version numbers themselves. Toggle names follow reference/kube-proxy.md section 9.1 (T1..T21), the
-timeline of section 4 and the intermediate eras of section 4.1.
-
-Seed 001 (seeds/001_717fa8e2866a1a64.txt) was produced by kube-proxy **1.14** (see
-SEED_001_EVIDENCE). Evidence, from kube-proxy source copies found in public repositories:
-
-* KUBE-SVC / KUBE-SEP rules without `-m comment`: PR #65755 (merged 2018-07, first in 1.12) added
-  `appendServiceCommentLocked(args, svcName)` that does `args = append(...)` and returns nothing,
-  so the comment is silently lost (PR #81563, 2019-08, describes it as "plain dead code" and was
-  closed unmerged). Copies of proxier.go with `%0.10f` probabilities, EndpointSlice (discovery
-  v1beta1), KUBE-PROXY-CANARY and klog v1 (i.e. 1.17) still have the void version; the 1.18-era
-  form returns `[]string`, and 1.18 node dumps show `-m comment --comment "ns/svc:"` on SVC rules
-  again. So comments are missing on SVC->SEP and SEP rules in 1.12-1.17.
-* filter jumps: the 1.14+ `iptablesJumpChains` list is
-  [INPUT->KUBE-EXTERNAL-SERVICES (NEW), FORWARD->KUBE-SERVICES (NEW), OUTPUT->KUBE-SERVICES (NEW),
-  INPUT->KUBE-SERVICES (NEW), FORWARD->KUBE-FORWARD, nat OUTPUT, nat PREROUTING, nat POSTROUTING];
-  each is prepended, giving exactly the seed's INPUT (SERVICES, EXTERNAL-SERVICES, kubelet
-  FIREWALL), FORWARD (KUBE-FORWARD, SERVICES) and OUTPUT order. INPUT->KUBE-SERVICES was re-added by
-  PR #74394 (early 2019, 1.14) and removed by PR #95252 (1.20); pre-1.14 nodes show INPUT with
-  only KUBE-EXTERNAL-SERVICES and no FORWARD->KUBE-SERVICES.
-* KUBE-FORWARD has only the mark ACCEPT rule: the INVALID DROP (PR #74840) was still open on
-  2019-04-15 (kube-router issue #709 links the unmerged commit), so it first shipped in 1.15
-  (1.14 was released 2019-03-25); the pod source/destination conntrack rules are only written when
-  a cluster CIDR is configured (minikube had none), and likewise the ClusterIP masquerade rule.
-* one-rule KUBE-POSTROUTING (xor-mark is 1.19), no `--random-fully` (1.16), KUBE-MARK-DROP and the
-  kubelet mark-drop KUBE-FIREWALL without the localnet rule (1.19): all consistent with 1.14.
-  The probability is written `0.50000` (1.14 uses "%0.5f") and saved as 0.50000000000.
-Caveat: 1.14.x patch releases may have received cherry-picks (e.g. of PR #74840); the seed
-matches 1.14.0 and any 1.14.z without them. 1.12/1.13 differ only in the filter jumps.
-
-Releases 1.30-1.37 (NEWEST_RELEASE_EVIDENCE): the newest release is 1.37. CHANGELOG-1.38.md in
-kubernetes/kubernetes lists v1.38.0-alpha.1 "Changelog since v1.37.0" and nothing past
-v1.38.0-alpha.2, so 1.37.z is the newest kube-proxy a cluster runs.
-
-* nfacct (T12/T15), pkg/proxy/iptables/proxier.go: `nfAcctCounters` holds
-  `metrics.IPTablesCTStateInvalidDroppedNFAcctCounter` ("ct_state_invalid_dropped_pkts", 1.30,
-  PR #122812) and `metrics.LocalhostNodePortAcceptedNFAcctCounter` ("localhost_nps_accepted_pkts",
-  1.31, PR #125015). Each is `nfacct.New()` + `Ensure(name)` at startup; a counter that could not be
-  created is logged ("Failed to create nfacct counter; the corresponding metric will not be
-  updated") and its `-m nfacct --nfacct-name` match is left out. The INVALID drop becomes
-  `-m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP`;
-  the localhost NodePort twin rule (`-d 127.0.0.0/8 --dport NP -m nfacct --nfacct-name
-  localhost_nps_accepted_pkts -j KUBE-EXT-H`, just before the ordinary NodePort rule) is written
-  only with localhostNodePorts, IPv4 and endpoints. Upstream's fake proxier sets both counters
-  true, so `TestOverallIPTablesRules` (proxier_test.go) expects all four nfacct lines; kpemu's
-  `kubeProxy.nfacct` is None by default = kube-proxy's behaviour (use them when the kernel can).
-* 1.34, 1.35, 1.36, 1.37 - iptables mode: no rule-text change. The expected text of
-  `TestOverallIPTablesRules` and `sortIPTablesRules` in proxier_test.go (klogtesting era, with
-  the nfacct lines) is what kpemu produces for 1.31+ (tests/unit/test_upstream_iptables.py, 91
-  of 91 lines); the 1.34+ work in pkg/proxy went to nftables mode (reference
-  kube-proxy-nftables.md 5.1/5.2). Not in a release: a Backend refactor on a fork branch
-  (danwinship/kubernetes pkg/proxy/iptables/backend.go `NewBackend`) creates the counters once at
-  startup, but its `nfAcctCounters := sets.New[string]()` inside the `if` shadows the outer set,
-  so as written it would pass no counters and drop every `-m nfacct`; if that lands in a
-  release, that release is a new boundary here.
-* 1.34-1.37 - IPVS mode: no rule, ipset or virtual-server change found in pkg/proxy/ipvs (proxier.go,
-  ipset/). 1.35 deprecates it (KEP-5495, PR #134539): cmd/kube-proxy/app/server_linux.go logs
-  `logger.Error(nil, "The ipvs proxier is now deprecated and may be removed in a future release.
-  Please use 'nftables' instead.")` and records a Warning event (reason "IPVSDeprecation", action
-  "StartKubeProxy"). That is startup behaviour, not node state: `Flavour.ipvs_deprecated` carries
-  it and `kpemu rules` prints the message on stderr (IPVS_DEPRECATION). 1.37 adds the
-  `KubeProxyIPVS` feature gate (on by default; the documented plan is off by default in 1.40 and
-  removal in 1.43) and a kubeadm warning (CHANGELOG-1.37, PR #139067); both leave 1.37's rules as
-  they are.
-* nftables mode (kpemu.proxy.nftables.eras, modelled 1.29-1.36): 1.36 is a boundary. PR #135800
-  (CHANGELOG-1.36, v1.36.0: "Improved CPU usage in the nftables mode of kube-proxy when loading very
-  large rulesets") drops the mark-for-masquerade chain for inline `mark set mark or M`; PR #136499
-  adds the `hairpin-connections` set and its `ct status dnat` masquerade rule, one ClusterIP
-  masquerade rule in `services`, and DNAT maps in the policy chains (endpoint chains only for
-  ClientIP affinity). Test of record: TestOverallNFTablesRules at kubernetes/kubernetes@edca5633
-  (tests/data/nftables/overall-1.36-expected.nft); a v1.36.2 node's listing shows the same rules.
-  1.37 changes single-endpoint Services again (PR #140723, "avoid numgen map for single-endpoint
-  service DNAT", in the v1.37.0-rc.0 change list; its IPv6 crash fixed by PR #140960 before 1.37
-  shipped); the fixed rule text is not in any source found, so nftables mode stops at 1.36.
+compare version numbers themselves. Toggle names follow the research notes' T1..T21; the evidence
+for each boundary (seed 001 as 1.14, nfacct in 1.30/1.31, no iptables or IPVS change in 1.34-1.37,
+IPVS deprecated in 1.35) and what the toggles leave out are in docs/provenance.md.
 """
 
 from __future__ import annotations
