@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +82,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     from kpemu.model.schema import schema
 
-    emit(args, schema(args.kind), lambda d: __import__("json").dumps(d, indent=2))
+    emit(args, schema(args.kind), lambda d: json.dumps(d, indent=2))
     return 0
 
 
