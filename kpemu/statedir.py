@@ -21,6 +21,7 @@ from pathlib import Path
 STATE_DIR = Path(os.environ.get("KPEMU_STATE_DIR", "/run/kpemu/labs"))
 PROBE_DIR = STATE_DIR / "probe"
 PREFIX = "kp-"  # of every network namespace kpemu creates
+PROBE_PREFIX = f"{PREFIX}probe-"  # of a probe's throwaway namespace
 
 
 def state_path(lab: str) -> Path:

@@ -27,10 +27,9 @@ from kpemu.kernel import netns as nsmod
 from kpemu.kernel.labstate import record_probe, sweep_probes
 from kpemu.kernel.owner import PROBE_OWNER, mark
 from kpemu.proxy.modes import MODES
-from kpemu.statedir import PREFIX
+from kpemu.statedir import PROBE_PREFIX
 
 PROXY_MODES = tuple(MODES)
-PROBE_PREFIX = f"{PREFIX}probe-"
 KVM_CACHE_DIR = Path("/run/kpemu")
 
 IPSET_TYPES = ("hash:ip,port", "hash:ip,port,ip", "hash:ip,port,net", "bitmap:port", "hash:ip")
