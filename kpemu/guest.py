@@ -283,6 +283,7 @@ def deploy_lab(topo: Any, source: str, progress: Progress = _quiet) -> dict[str,
     The rules the guest's kernel read back are checked here against kube-proxy's text; on a
     difference the lab is removed again and ApplyError names the first differing line.
     """
+    from kpemu.cni import cni_of
     from kpemu.errors import ApplyError
     from kpemu.jobs.build import deploy_job, release_tuple
     from kpemu.jobs.verify import check_saved_rules
@@ -294,12 +295,12 @@ def deploy_lab(topo: Any, source: str, progress: Progress = _quiet) -> dict[str,
         progress("no warm guest is up: starting one (it stays up for further commands; kpemu vm down stops it)")
         up(progress)
     topo = with_nfacct(resolve_random_fully(topo), nfacct_supported)
-    job = deploy_job(topo, plan_fabric(topo), release_tuple(kernel_release()), source)
-    work, res = request("deploy", progress, job=job)
+    job = deploy_job(topo, plan_fabric(topo, cni_of(topo).plan), release_tuple(kernel_release()), source)
+    work, res = request("deploy", progress, job=job.to_json())
     if res["rc"] != 0:
         raise EnvironmentProblem(f"deploy in the guest failed: {res.get('error', '')}", f"see {work}")
     try:
-        check_saved_rules(job["readback"], work / "rules")
+        check_saved_rules(job.readback, work / "rules")
     except ApplyError:
         request("destroy", lab=topo.name)
         raise

@@ -52,6 +52,7 @@ def require_root(commands: str = "deploy/run/destroy") -> None:
 def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabState:
     """Build the lab (kpemu.jobs.execute: fabric, kube-proxy's rules per node, CNI rules) and check what
     the kernel reads back against kube-proxy's text; rolls back on any failure."""
+    from kpemu.cni import cni_of
     from kpemu.jobs.build import deploy_job, release_tuple
     from kpemu.jobs.execute import deploy as execute
     from kpemu.jobs.verify import readback_problems
@@ -62,11 +63,11 @@ def deploy(topo: Topology, source: str = "", plan: Plan | None = None) -> LabSta
 
     require_root()
     topo = with_nfacct(resolve_random_fully(topo), supported_here)
-    job = deploy_job(topo, plan or plan_fabric(topo), release_tuple(os.uname().release), source)
+    job = deploy_job(topo, plan or plan_fabric(topo, cni_of(topo).plan), release_tuple(os.uname().release), source)
     state = execute(job)
     try:
-        problems = readback_problems(job["readback"], lambda node, kind: rules_text(
-            job["nodes"][node], kind, job["backend"]))
+        problems = readback_problems(job.readback, lambda node, kind: rules_text(
+            job.nodes[node], kind, job.backend))
         if problems:
             raise ApplyError("\n".join(problems))
     except BaseException:

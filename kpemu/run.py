@@ -20,16 +20,16 @@ from typing import Any
 
 from kpemu import lab
 from kpemu.analyse.expect import Check, check_died, check_flow, check_goldens, fixed_ports, write_goldens
-from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow, with_verdicts
+from kpemu.analyse.explain import FlowExplanation, explain_flow, with_verdicts
 from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
 from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
 from kpemu.capture.points import capture_file_stem, point_name
 from kpemu.errors import EnvironmentProblem, KpemuError
-from kpemu.jobs.execute import COLLECTED
+from kpemu.jobs.schema import COLLECTED, Collected, Job
 from kpemu.jobs.verify import check_saved_rules
-from kpemu.kernel.snapshot import CounterSnapshot
 from kpemu.model.scenario import Scenario
 from kpemu.outlock import holding_out_dir, out_dir_lock
+from kpemu.plan.tracing import TraceData
 from kpemu.plan.types import Interface, Plan
 from kpemu.proxy.modes import proxy_state
 from kpemu.report.html import render_html
@@ -65,18 +65,6 @@ class RunResult:
     @property
     def exit_code(self) -> int:
         return 0 if self.ok else 1
-
-
-@dataclass
-class Collected:
-    """Raw material gathered while the lab was up."""
-
-    results: dict[str, FlowResult] = field(default_factory=dict)
-    conntrack: dict[str, str] = field(default_factory=dict)  # member -> conntrack -L text
-    ipvs: dict[str, str] = field(default_factory=dict)  # node -> ipvsadm -Lnc text
-    points: list[Interface] = field(default_factory=list)
-    traces: dict[str, TraceData] = field(default_factory=dict)  # flow -> trace texts and counter snapshots
-    faults: list[dict] = field(default_factory=list)  # the faults applied (plan step + commands run)
 
 
 def _warm_scapy() -> threading.Thread:
@@ -180,25 +168,6 @@ def analyse(sc: Scenario, plan: Plan, col: Collected, out: Path, update_goldens:
     return Analysis(ledgers, checks, hops, written, explanations, details)
 
 
-def collected_from_json(data: dict[str, Any]) -> Collected:
-    """A Collected from the collected.json a run's executor wrote (kpemu.jobs.execute)."""
-
-    def snap(d: dict[str, Any] | None) -> CounterSnapshot | None:
-        return CounterSnapshot(**d) if d else None
-
-    return Collected(
-        results={k: FlowResult(**v) for k, v in data["results"].items()},
-        conntrack=data["conntrack"],
-        ipvs=data["ipvs"],
-        faults=data.get("faults", []),
-        points=[Interface(**i) for i in data["points"]],
-        traces={k: TraceData(texts=t["texts"], unavailable=t["unavailable"], before=snap(t["before"]),
-                             after=snap(t["after"]), drops=t.get("drops", ""),
-                             drops_unavailable=t.get("drops_unavailable"), drop_members=t.get("drop_members", {}))
-                for k, t in data["traces"].items()},
-    )
-
-
 def resolved(sc: Scenario, runtime: str) -> Scenario:
     """The scenario with what depends on the machine decided: randomFully from the iptables version,
     nfacct from what the kernel of `runtime` (host or vm) can create."""
@@ -221,7 +190,7 @@ def run_plan(sc: Scenario, kernel: str | None = None) -> Plan:
 
 
 def scenario_job(sc: Scenario, trace: bool = True, kernel: str | None = None, plan: Plan | None = None,
-                 ) -> dict[str, Any]:
+                 ) -> Job:
     """The collect job of a (resolved) scenario, for the kernel release `kernel` (default: this one), from
     its `run_plan` (made here when not given)."""
     from kpemu.jobs.build import collect_job, release_tuple
@@ -251,20 +220,16 @@ def analyse_scenario(sc: Scenario, out: Path, update_goldens: bool = False, runt
     if not path.is_file():
         raise EnvironmentProblem(f"{sc.name}: the run left no {path} (the collection did not finish)",
                                  f"see {out / 'guest'} for the guest's logs" if runtime == "vm" else "")
-    data = json.loads(path.read_text())
-    if "readback" in data:
-        check_saved_rules(data["readback"], out / "rules")
+    col = Collected.from_json(json.loads(path.read_text()))
+    check_saved_rules(col.readback, out / "rules")
     progress(f"analysing {sc.name}: ledger, pcapng, attribution, oracle, reports")
-    a = analyse(sc, plan or run_plan(sc, data["kernel"]), collected_from_json(data), out, update_goldens, runtime,
-                reason, data["kernel"])
+    a = analyse(sc, plan or run_plan(sc, col.kernel), col, out, update_goldens, runtime, reason, col.kernel)
     hops = a.hops
-    seconds = data["seconds"] + time.perf_counter() - started
+    seconds = col.seconds + time.perf_counter() - started
     hops["seconds"] = round(seconds, 3)
-    hops["trace"] = data["trace"]
+    hops["trace"] = col.trace
     (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
-    (out / "report.md").write_text(render_markdown(sc.name, runtime, reason, hops["kernel"], a.ledgers, a.checks,
-                                                   seconds, flows_json=hops["flows"], mode=hops["mode"],
-                                                   faults=hops["faults"]))
+    (out / "report.md").write_text(render_markdown(hops))
     (out / "report.html").write_text(render_html(hops, sc.topology, a.details, files=run_files(out)))
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
 
@@ -303,12 +268,13 @@ def choose_runtimes(requested: str | None, scenarios: list[Scenario]) -> list[tu
         return [("host", "already inside the guest kernel")] * len(scenarios)
     if req == "host":
         return [("host", "--runtime host: this kernel, as asked")] * len(scenarios)
-    from kpemu.kernel.probe import FAULT_FEATURES, probe
+    from kpemu.faults import FAULTS
+    from kpemu.kernel.probe import probe
     from kpemu.runtime import choose_runtime
 
     caps = probe(kvm=False) if req == "auto" else None
     return [choose_runtime(req, [(sc.topology.cni, sc.topology.kubeProxy.mode)], caps,
-                           [f for fault in sc.spec.faults for f in FAULT_FEATURES.get(fault.kind, ())])
+                           [f for fault in sc.spec.faults for f in FAULTS[fault.kind].features])
             for sc in scenarios]
 
 
@@ -322,7 +288,7 @@ def run_in_guest(scenarios: list[tuple[Scenario, Path]], cold_root: Path, update
 
     release = guest.kernel_release()
     plans = [run_plan(sc, release) for sc, _ in scenarios]
-    reqs = [("collect", {"job": {**scenario_job(sc, trace, release, plan), "render": False}})
+    reqs = [("collect", {"job": replace(scenario_job(sc, trace, release, plan), render=False).to_json()})
             for (sc, _), plan in zip(scenarios, plans, strict=True)]
     with contextlib.ExitStack() as held:  # each output folder is this run's from here on
         for _, out in scenarios:

@@ -21,9 +21,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from kpemu.model import load_topology
-from kpemu.model.modes import MODE_FACTS
-from kpemu.model.topology import NEWEST_MINOR, Topology
+from kpemu.inputs.topology import load_topology
+from kpemu.model.modes import MODE_FACTS, NEWEST_MINOR
+from kpemu.model.topology import Topology
 from kpemu.proxy.render import render_rules
 
 ROOT = Path(__file__).resolve().parent.parent

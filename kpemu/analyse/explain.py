@@ -33,7 +33,7 @@ from kpemu.analyse.verdict import Verdict, connection_verdict
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
-from kpemu.plan.tracing import LOST_EVENTS, FlowMatch
+from kpemu.plan.tracing import LOST_EVENTS, FlowMatch, TraceData
 from kpemu.proxy.modes import mode_of, proxy_state
 from kpemu.proxy.state import ProxyState
 
@@ -92,19 +92,6 @@ def access_kind(topo: Topology, flow: ResolvedFlow) -> str | None:
     if t.address is not None and _lb_of(topo, flow) is not None:
         return "LoadBalancer"
     return None
-
-
-@dataclass
-class TraceData:
-    """What the kernel side collected for one flow (texts only; empty when tracing was off)."""
-
-    texts: dict[str, str] = field(default_factory=dict)  # node -> xtables-monitor --trace output
-    unavailable: str | None = None
-    before: Any = None  # kernel.counters.CounterSnapshot
-    after: Any = None
-    drops: str = ""  # the kernel drop tracer's text inside this flow's window (kernel/drops.py)
-    drops_unavailable: str | None = None
-    drop_members: dict[str, str] = field(default_factory=dict)  # netns inode -> lab member
 
 
 def _request_packets(cl: ConnLedger, att: ConnAttribution, ipvs: bool = False) -> list[TracedPacket]:
@@ -275,7 +262,7 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
     nodes = [n.name for n in topo.nodes]
     sched: dict[str, str] = {}
-    if data.after is not None:
+    if data.before is not None and data.after is not None:
         for n in nodes:
             sched.update(ipvs_schedulers(services.get(n, "")))
             deltas = counter_deltas(data.before.iptables.get(n, ""), data.after.iptables.get(n, ""))

@@ -45,10 +45,6 @@ class Change:
         return {"kind": self.kind, "field": self.field, "from": self.before, "to": self.after,
                 "node": self.node, "by": list(self.by)}
 
-    def describe(self) -> str:
-        return f"{self.kind} {self.field} {self.before} -> {self.after}" if self.field != "outer" else (
-            f"{self.kind} {self.after or self.before}")
-
 
 @dataclass
 class Hop:

@@ -16,12 +16,13 @@ import re
 from itertools import pairwise
 
 from kpemu.analyse.attribution import _ct_phrase, _outer_phrase
-from kpemu.analyse.explain import FlowExplanation, TraceData
+from kpemu.analyse.explain import FlowExplanation
 from kpemu.analyse.ledger import FlowLedger
 from kpemu.analyse.nfttrace import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path, packet_fields
 from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
+from kpemu.plan.tracing import TraceData
 from kpemu.proxy.nftables.tx import Table
 from kpemu.proxy.state import ProxyState
 

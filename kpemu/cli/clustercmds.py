@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def _topology(path: str | None) -> Topology | None:
-    from kpemu.model import load_topology
+    from kpemu.inputs.topology import load_topology
 
     return load_topology(path) if path else None
 
@@ -86,9 +86,9 @@ def _count(items: list, noun: str) -> str:
 def cmd_import(args: argparse.Namespace) -> int:
     import sys
 
+    from kpemu.inputs.topology import read_objects
     from kpemu.k8s.convert import topology_data
-    from kpemu.k8s.load import render_topology
-    from kpemu.k8s.objects import read_objects
+    from kpemu.k8s.render import render_topology
     from kpemu.model import topology_from_data
 
     imported = topology_data(read_objects(args.sources), cni=args.cni, name=args.name)
@@ -119,7 +119,7 @@ def _schema_line(where: Path) -> str:
 def cmd_check_node(args: argparse.Namespace) -> int:
     from kpemu.dumps.drift import check_node
     from kpemu.dumps.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm, read_text
-    from kpemu.model import load_topology
+    from kpemu.inputs.topology import load_topology
     from kpemu.proxy.modes import mode_of
 
     _nft_alone(args)

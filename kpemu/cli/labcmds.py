@@ -14,7 +14,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
     from kpemu import lab
     from kpemu.examples import resolve
-    from kpemu.model import load_topology
+    from kpemu.inputs.topology import load_topology
     from kpemu.runtime import choose_runtime
 
     topo = load_topology(resolve(args.file), args.name)

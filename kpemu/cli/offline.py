@@ -17,11 +17,11 @@ if TYPE_CHECKING:
 def _check_file(ref: str) -> dict[str, Any]:
     """One file's validation result: {file, kind, ok, problems}."""
     from kpemu.examples import resolve
-    from kpemu.model.scenario import Scenario, load_file
-    from kpemu.plan.fabric import capture_points
+    from kpemu.inputs.scenario import load_file
+    from kpemu.model.scenario import Scenario
 
     try:
-        kind = "scenario" if isinstance(load_file(resolve(ref), capture_points), Scenario) else "topology"
+        kind = "scenario" if isinstance(load_file(resolve(ref)), Scenario) else "topology"
         return {"file": ref, "kind": kind, "ok": True, "problems": []}
     except InputError as e:
         return {"file": ref, "kind": None, "ok": False,
@@ -46,7 +46,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_rules(args: argparse.Namespace) -> int:
     from kpemu.examples import resolve
-    from kpemu.model import load_topology
+    from kpemu.inputs.topology import load_topology
     from kpemu.proxy.render import render_rules, rules_texts
 
     topo = load_topology(resolve(args.file))
@@ -70,7 +70,7 @@ def _deprecation_notice(topo: Topology) -> None:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     from kpemu.examples import resolve
-    from kpemu.model import load_topology
+    from kpemu.inputs.topology import load_topology
     from kpemu.report.graph import render_graph
 
     topo = load_topology(resolve(args.file))
@@ -80,9 +80,10 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from kpemu.faults import names
     from kpemu.model.schema import schema
 
-    emit(args, schema(args.kind), lambda d: json.dumps(d, indent=2))
+    emit(args, schema(args.kind, names()), lambda d: json.dumps(d, indent=2))
     return 0
 
 

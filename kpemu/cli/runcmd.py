@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kpemu.model.scenario import load_scenario
-    from kpemu.plan.fabric import capture_points
+    from kpemu.inputs.scenario import load_scenario
     from kpemu.report.terminal import print_summary
     from kpemu.run import choose_runtimes, out_dir_for, resolved, run_in_guest, run_scenario
 
@@ -36,7 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError("kpemu run: --name names the lab of one scenario run in one mode; give one SCENARIO "
                          "without --compare-modes")
     # every file valid before anything is built
-    scenarios = [load_scenario(f, args.proxy_mode, capture_points, args.name) for f in args.scenarios]
+    scenarios = [load_scenario(f, args.proxy_mode, args.name) for f in args.scenarios]
     names = [sc.name for sc in scenarios]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
@@ -80,8 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             console.print(f"goldens rewritten in {p.parent}")
         for f in res.hops.get("faults") or []:
             console.print(f"fault {f['kind']} on {f['member']}: {f['change']}", highlight=False, markup=False)
-        print_summary(console, res.name, res.ledgers, res.checks, res.seconds, str(res.out_dir),
-                      res.hops.get("flows"))
+        print_summary(console, res.hops, str(res.out_dir))
         console.print(f"  open {res.out_dir / 'report.html'}; every hop in Wireshark: {res.out_dir / 'run.pcapng'} "
                       "(report.md has the tshark command)", highlight=False, markup=False)
         reports.append(res.hops)
@@ -119,14 +117,13 @@ def _without_blocked(scenarios: list[Scenario], decisions: list[tuple[str, str]]
 def _variants(file: str, notes: dict[str, str]) -> dict[str, Scenario]:
     """The scenario in every mode its kube-proxy release has (a mode it lacks gets a note); the first
     mode (iptables), the one every other is compared with, must load."""
+    from kpemu.inputs.scenario import load_scenario
     from kpemu.model.modes import MODE_FACTS
-    from kpemu.model.scenario import load_scenario
-    from kpemu.plan.fabric import capture_points
 
     out = {}
     for m in MODE_FACTS:
         try:
-            out[m] = load_scenario(file, m, capture_points)
+            out[m] = load_scenario(file, m)
         except InputError as e:
             if not out:
                 raise
@@ -186,8 +183,7 @@ def _compare_modes(args: argparse.Namespace, file: str, console: Console, base: 
         except KpemuError as e:  # one mode failing here must not hide the others
             notes[m], rcs[m] = f"{m} mode could not run on this kernel: {e}", e.exit_code
     for m, res in runs:
-        print_summary(console, f"{res.name} [{m}]", res.ledgers, res.checks, res.seconds, str(res.out_dir),
-                      res.hops.get("flows"))
+        print_summary(console, res.hops, str(res.out_dir), f"{res.name} [{m}]")
         rcs[m] = res.exit_code
     ledgers = {}
     for m in every:

@@ -64,6 +64,11 @@ def node_addresses(topo: Topology, node: str) -> tuple[str, ...]:
     return (n.ip, *cni_of(topo).addresses(n))
 
 
+def masquerade_chains() -> tuple[str, ...]:
+    """The nat chains any CNI masquerades in, in registry order."""
+    return tuple(dict.fromkeys(c for spec in specs() for c in spec.masquerade_chains))
+
+
 def vxlan_ports() -> tuple[int, ...]:
     """The UDP ports any CNI sends VXLAN on, in registry order (Wireshark must be told to decode them)."""
     return tuple(dict.fromkeys(p for c in specs() for p in c.vxlan_ports))

@@ -52,5 +52,6 @@ class Cni:
     features: tuple[str, ...] = ()  # kernel.probe features the CNI needs
     device_needs: tuple[DeviceNeed, ...] = ()
     vxlan_ports: tuple[int, ...] = ()  # UDP ports of its VXLAN underlay packets (Wireshark decodes them)
+    masquerade_chains: tuple[str, ...] = ()  # nat chains holding its own MASQUERADE rules (no-masquerade removes them)
     annotations: tuple[str, ...] = ()  # the Node annotations `kpemu import` reads for it
     recognise: Recogniser = _no_annotations

@@ -22,6 +22,7 @@ from typing import Any
 from kpemu.errors import KpemuError
 from kpemu.jobs import exchange
 from kpemu.jobs.execute import collect, deploy
+from kpemu.jobs.schema import Job
 from kpemu.kernel import netns as nsmod
 
 HEARTBEAT_SECONDS = 1.0
@@ -54,12 +55,12 @@ def handle(root: Path, req: dict[str, Any]) -> dict[str, Any]:
 
     kind = req["kind"]
     try:
-        if kind == "collect":
-            return {"rc": 0, "seconds": collect(req["job"], work, progress)}
+        if kind == "collect":  # Job.from_json refuses a job of another version before anything runs
+            return {"rc": 0, "seconds": collect(Job.from_json(req["job"]), work, progress)}
         if kind == "deploy":
-            job = req["job"]
+            job = Job.from_json(req["job"])
             state = deploy(job, progress)
-            save_rules(job["nodes"], job["backend"], job["rule_kinds"], work / "rules")
+            save_rules(job.nodes, job.backend, list(job.rule_kinds), work / "rules")
             return {"rc": 0, "namespaces": state.namespaces, "seconds": state.deploy_seconds}
         if kind == "destroy":
             removal = lab.destroy_all() if req.get("all") else lab.destroy(req["lab"])

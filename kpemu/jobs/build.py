@@ -8,24 +8,22 @@ ipsets, IPVS) travels with the job and is checked by the host afterwards (kpemu.
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
-from typing import Any
+from dataclasses import replace
 
 from kpemu.analyse.explain import flow_match
 from kpemu.capture.points import capture_points
 from kpemu.cni import cni_of
+from kpemu.faults import plan_faults
+from kpemu.jobs.schema import JOB_VERSION, ContainerSpec, FlowSpec, Job, Readback, ServerSpec
 from kpemu.kernel.owner import alias, lab_owner
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
 from kpemu.plan.fabric import plan_fabric
-from kpemu.plan.faults import plan_faults
 from kpemu.plan.types import Plan
 from kpemu.proxy.modes import mode_of, proxy_state
 from kpemu.proxy.proxymode import restore_step
 from kpemu.statedir import PREFIX
-
-JOB_VERSION = 1
 
 
 def release_tuple(release: str) -> tuple[int, int]:
@@ -37,61 +35,55 @@ def release_tuple(release: str) -> tuple[int, int]:
 def lab_plan(topo: Topology, kernel: tuple[int, int]) -> Plan:
     """The lab's plan with kube-proxy's state of every node, generated once for `kernel` (its steps, the
     read-back expectations, what the oracle walks, `kpemu rules` texts); the run reuses it throughout."""
-    return replace(plan_fabric(topo), proxy=proxy_state(topo, kernel))
+    return replace(plan_fabric(topo, cni_of(topo).plan), proxy=proxy_state(topo, kernel))
 
 
-def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[dict]]:
+def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[Readback]]:
     """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations.
     kube-proxy's part is the plan's (`lab_plan`), generated here for a plan made without it (or for another
     kernel)."""
     steps = fabric_steps(plan, alias(lab_owner(topo.name)), tuple(sorted(topo.containers())))
-    expected: list[dict] = []
+    expected: list[Readback] = []
     proxy = plan.proxy if plan.proxy is not None and plan.proxy.kernel == kernel else proxy_state(topo, kernel)
     for node in topo.nodes:
         st = proxy.node(node.name)
         steps += st.steps
-        expected += st.readback
+        expected += [Readback.from_json(r, f"{node.name}'s kube-proxy state") for r in st.readback]
     steps += [restore_step(f"{r.owner} rules in {r.ns}", r.ns, r.text, topo.kubeProxy.backend) for r in plan.rules]
     return steps, expected
 
 
-def namespaces_json(plan: Plan) -> list[dict[str, Any]]:
-    return [{"name": n.name, "member": n.member, "kind": n.kind} for n in plan.namespaces]
-
-
-def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str = "") -> dict[str, Any]:
+def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str = "") -> Job:
     """A job that only builds the lab (`kpemu deploy`)."""
     steps, expected = lab_steps(topo, plan, kernel)
     mode = mode_of(topo)
-    return {"version": JOB_VERSION, "kind": "deploy", "lab": topo.name, "source": source, "prefix": PREFIX,
-            "namespaces": namespaces_json(plan), "steps": [s.to_json() for s in steps], "readback": expected,
-            "backend": topo.kubeProxy.backend, "ipvs": mode.has_ipvs,
-            "rule_kinds": list(mode.saved), "trace_kind": mode.trace,
-            "containers": {m: {"ns": plan.netns(m), "image": c.image, "command": c.command, "env": dict(c.env)}
-                           for m, c in sorted(topo.containers().items())},
-            "nodes": {n.name: plan.netns(n.name) for n in topo.nodes},
-            "device_needs": [n.to_json() for n in cni_of(topo).device_needs]}
+    return Job(version=JOB_VERSION, kind="deploy", lab=topo.name, source=source, prefix=PREFIX,
+               namespaces=plan.namespaces, steps=tuple(steps), readback=tuple(expected),
+               backend=topo.kubeProxy.backend, ipvs=mode.has_ipvs, rule_kinds=tuple(mode.saved), trace_kind=mode.trace,
+               containers={m: ContainerSpec(plan.netns(m), c.image, tuple(c.command) if c.command is not None else None,
+                                            dict(c.env)) for m, c in sorted(topo.containers().items())},
+               nodes={n.name: plan.netns(n.name) for n in topo.nodes}, device_needs=cni_of(topo).device_needs)
 
 
-def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool = True) -> dict[str, Any]:
+def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool = True) -> Job:
     """A job that deploys the scenario's lab, runs its flows with captures and traces, and removes it."""
     topo = sc.topology
-    job = deploy_job(topo, plan, kernel, str(sc.path))
     nat = [n.name for n in topo.nodes] + [e.name for e in topo.externals if e.role == "loadbalancer"]
-    job.update(
+    return replace(
+        deploy_job(topo, plan, kernel, str(sc.path)),
         kind="collect", trace=trace, settle=sc.spec.settle,
-        faults=[s.to_json() for s in plan_faults(topo, sc.spec.faults)],
-        servers=[{"ns": plan.netns(p.name), "pod": p.name, "own": p.has_image,
-                  "tcp": [pp.port for pp in p.ports if pp.protocol == "TCP"],
-                  "udp": [pp.port for pp in p.ports if pp.protocol == "UDP"]} for p in topo.pods if p.ports],
-        captures=[asdict(i) for i in capture_points(plan, topo, sc.flows)],
+        faults=tuple(s.to_json() for s in plan_faults(topo, sc.spec.faults)),
+        servers=tuple(ServerSpec(plan.netns(p.name), p.name, p.has_image,
+                                 tuple(pp.port for pp in p.ports if pp.protocol == "TCP"),
+                                 tuple(pp.port for pp in p.ports if pp.protocol == "UDP"))
+                      for p in topo.pods if p.ports),
+        captures=tuple(capture_points(plan, topo, sc.flows)),
         nat_members={m: plan.netns(m) for m in nat},
-        flows=[{"name": f.flow.name, "src_ns": plan.netns(f.src_member), "dst": f.dst_ip, "port": f.dst_port,
-                "proto": f.protocol.lower(), "connections": f.flow.connections, "timeout": f.flow.timeout,
-                "size": f.flow.size or 0, "sport": f.flow.sourcePort, "match": asdict(flow_match(topo, f)),
-                "http": f.flow.http,
-                "command": f.flow.command, "container": f.src_container, "candidates": list(f.candidates),
-                "from": f.flow.from_}
-               for f in sc.flows],
+        flows=tuple(FlowSpec(name=f.flow.name, src_ns=plan.netns(f.src_member), dst=f.dst_ip, port=f.dst_port,
+                             proto="tcp" if f.protocol == "TCP" else "udp", match=flow_match(topo, f),
+                             from_=f.flow.from_, connections=f.flow.connections, timeout=f.flow.timeout,
+                             size=f.flow.size or 0, sport=f.flow.sourcePort, http=f.flow.http,
+                             command=tuple(f.flow.command) if f.flow.command is not None else None,
+                             container=f.src_container, candidates=tuple(f.candidates))
+                    for f in sc.flows),
     )
-    return job

@@ -27,13 +27,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kpemu.analyse.drops import window as drops_window
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
-from kpemu.errors import ApplyError, EnvironmentProblem
+from kpemu.cni.spec import DeviceNeed
+from kpemu.errors import ApplyError, EnvironmentProblem, KpemuError
+from kpemu.jobs.schema import COLLECTED, Collected, FlowSpec, Job
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel import nfacct, snapshot
 from kpemu.kernel.drops import DropSession, start_drop_tracing
@@ -43,14 +45,14 @@ from kpemu.kernel.nfttrace import start_nft_tracing
 from kpemu.kernel.runowner import my_token
 from kpemu.kernel.trace import start_tracing
 from kpemu.pace import scaled
-from kpemu.plan.tracing import FlowMatch
-from kpemu.plan.types import Interface
+from kpemu.plan.batch import Step
+from kpemu.plan.tracing import TraceData
 from kpemu.sizing import descriptors_needed
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.client import connections
+from kpemu.traffic.result import FlowResult
 from kpemu.traffic.server import PodServers, serve_pods
 
-COLLECTED = "collected.json"
 DROP_SLACK_NS = 300_000_000  # a drop reported just after the client gave up still belongs to the flow
 # Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
 # and a burst of back-to-back connections can overflow its netlink socket (it then exits).
@@ -61,7 +63,7 @@ ETHTOOL_STXCSUM = 0x17
 IFREQ_SIZE = 40
 
 Progress = Callable[[str], None]
-TIMINGS: list[tuple[str, float]] = []  # (what, seconds) of the steps and phases this process ran
+Timings = list[tuple[str, float]]  # (what, seconds) of the steps and phases one job ran
 
 
 def _quiet(_: str) -> None:
@@ -69,13 +71,13 @@ def _quiet(_: str) -> None:
 
 
 @contextlib.contextmanager
-def timed(what: str) -> Iterator[None]:
-    """Record how long `what` took in TIMINGS (collected.json carries them; `make bench` reads them)."""
+def timed(timings: Timings, what: str) -> Iterator[None]:
+    """Record in `timings` how long `what` took (collected.json carries them; `make bench` reads them)."""
     t0 = time.perf_counter()
     try:
         yield
     finally:
-        TIMINGS.append((what, round(time.perf_counter() - t0, 3)))
+        timings.append((what, round(time.perf_counter() - t0, 3)))
 
 
 # ---------------------------------------------------------------- steps
@@ -94,7 +96,7 @@ def tx_checksum_off(devices: list[str]) -> None:
                 raise ApplyError(f"TX checksum offload off on {dev}: {e.strerror}") from None
 
 
-def write_sysctls(values: list[list[Any]]) -> None:
+def write_sysctls(values: tuple[tuple[str, str, bool], ...]) -> None:
     """Write (key, value, optional) sysctls in the calling thread's namespace (/proc/sys/net follows it)."""
     for key, value, optional in values:
         try:
@@ -105,90 +107,89 @@ def write_sysctls(values: list[list[Any]]) -> None:
                 raise ApplyError(f"sysctl {key.replace('/', '.')}={value} {what}") from None
 
 
-def run_step(step: dict[str, Any], job: dict[str, Any] | None = None) -> None:
-    """Execute one step (kpemu.plan.batch.Step as JSON) of `job`; ApplyError naming it when it fails."""
-    ns = step["ns"]
-    job_lab, job_containers = (job or {}).get("lab", ""), (job or {}).get("containers", {})
+def run_step(step: Step, job: Job | None = None) -> None:
+    """Execute one step of `job`; ApplyError naming it when it fails."""
     try:
-        with nsmod.inside(ns):
-            if step["kind"] == "sysctl":
-                write_sysctls(step["sysctls"])
-            elif step["kind"] == "txcsum-off":
-                tx_checksum_off(step["devices"])
-            elif step["kind"] == "nfacct":
-                nfacct.ensure_counters(ns)
-            elif step["kind"] == "containers":
+        with nsmod.inside(step.ns):
+            if step.kind == "sysctl":
+                write_sysctls(step.sysctls)
+            elif step.kind == "txcsum-off":
+                tx_checksum_off(list(step.devices))
+            elif step.kind == "nfacct":
+                nfacct.ensure_counters(step.ns)
+            elif step.kind == "containers":
                 from kpemu.docker.members import start_members  # the docker SDK: only for labs with images
 
-                start_members(job_lab, {m: job_containers[m] for m in step["devices"]})
+                assert job is not None, "a containers step runs as part of its job"
+                start_members(job.lab, {m: job.containers[m].to_json() for m in step.devices})
             else:
-                res = subprocess.run(step["argv"], input=step["input"], capture_output=True, text=True,
-                                     check=False)
+                res = subprocess.run(step.argv, input=step.input, capture_output=True, text=True, check=False)
                 if res.returncode != 0:
-                    raise ApplyError(_failure(step, res.stderr, (job or {}).get("device_needs", [])))
+                    raise ApplyError(_failure(step, res.stderr, job.device_needs if job is not None else ()))
     except ApplyError as e:
-        raise ApplyError(f"{step['what']}: {e}") from None
+        raise ApplyError(f"{step.what}: {e}") from None
     except FileNotFoundError as e:
-        raise EnvironmentProblem(f"{step['what']}: {e.filename} is not installed",
+        raise EnvironmentProblem(f"{step.what}: {e.filename} is not installed",
                                  "make setup (or install iproute2, iptables, ipset, ipvsadm)") from None
 
 
-def _failure(step: dict[str, Any], stderr: str, device_needs: list[dict[str, str]]) -> str:
+def _failure(step: Step, stderr: str, device_needs: tuple[DeviceNeed, ...]) -> str:
     """What a failed step says; EnvironmentProblem when the kernel lacks a device the lab needs
-    (`device_needs`: the CNI's, kpemu.cni.spec.DeviceNeed, carried by the job)."""
+    (`device_needs`: the CNI's, carried by the job)."""
     text = stderr.strip()
     for need in device_needs:
-        if need["device"] in (step["input"] or "") and need["error"] in text:
-            raise EnvironmentProblem(need["problem"], need["fix"])
-    if "kube-ipvs0" in (step["input"] or "") and "Unknown device type" in text:
+        if need.device in (step.input or "") and need.error in text:
+            raise EnvironmentProblem(need.problem, need.fix)
+    if "kube-ipvs0" in (step.input or "") and "Unknown device type" in text:
         raise EnvironmentProblem("this kernel has no dummy device (module dummy), which IPVS mode needs",
                                  "run with --runtime vm (a guest kernel with dummy and ip_vs)")
     hint = f"\n  {nfacct.XT_NFACCT_HINT}" if "nfacct" in text else ""
-    return f"{' '.join(step['argv'][:2])} failed: {text[-400:]}{hint}"
+    return f"{' '.join(step.argv[:2])} failed: {text[-400:]}{hint}"
 
 
-def claim(job: dict[str, Any], command: str = "deploy", out: str = "") -> LabState:
+def claim(job: Job, command: str = "deploy", out: str = "") -> LabState:
     """Make the job's lab this process's: its state file, written only if the lab has none (exactly one
     of two runs of one lab wins) and no namespace of its name exists. EnvironmentProblem, naming the
     owner and how to wait for it or stop it, when the lab is taken; nothing is changed then."""
-    namespaces = [n["name"] for n in job["namespaces"]]
-    state = LabState(lab=job["lab"], source=job["source"], namespaces=namespaces,
-                     members={n["member"]: n["name"] for n in job["namespaces"]},
-                     kinds={n["member"]: n["kind"] for n in job["namespaces"]},
-                     containers=sorted(job.get("containers", {})), created_at=time.time(),
+    namespaces = [n.name for n in job.namespaces]
+    state = LabState(lab=job.lab, source=job.source, namespaces=namespaces,
+                     members={n.member: n.name for n in job.namespaces},
+                     kinds={n.member: n.kind for n in job.namespaces},
+                     containers=sorted(job.containers), created_at=time.time(),
                      owner=my_token(), command=command, out=out)
     recorded = state.claim()
     if recorded is not None:
-        raise EnvironmentProblem(*taken(job["lab"], recorded))
-    existing = set(nsmod.list_netns(job["prefix"]))
+        raise EnvironmentProblem(*taken(job.lab, recorded))
+    existing = set(nsmod.list_netns(job.prefix))
     clashes = [ns for ns in namespaces if ns in existing]
     if clashes:
-        state_path(job["lab"]).unlink(missing_ok=True)
-        raise EnvironmentProblem(f"lab {job['lab']!r}: namespace(s) {', '.join(clashes)} exist with no state file "
-                                 "of this lab", f"kpemu destroy {job['lab']} (it removes only namespaces marked "
+        state_path(job.lab).unlink(missing_ok=True)
+        raise EnvironmentProblem(f"lab {job.lab!r}: namespace(s) {', '.join(clashes)} exist with no state file "
+                                 "of this lab", f"kpemu destroy {job.lab} (it removes only namespaces marked "
                                  "as this lab's), or --name another lab name")
     return state
 
 
-def deploy(job: dict[str, Any], progress: Progress = _quiet, state: LabState | None = None) -> LabState:
-    """Claim the lab (unless `state` says this process has), then run every step; on any failure
-    remove what exists and re-raise."""
+def deploy(job: Job, progress: Progress = _quiet, state: LabState | None = None,
+           timings: Timings | None = None) -> LabState:
+    """Claim the lab (unless `state` says this process has), then run every step (each one's seconds into
+    `timings`); on any failure remove what exists and re-raise."""
     state = state or claim(job)
+    timings = [] if timings is None else timings
     namespaces = state.namespaces
-    nsmod.raise_nofile(descriptors_needed(
-        sum(len(s["tcp"]) + len(s["udp"]) for s in job.get("servers", [])), len(job.get("captures", []))))
+    nsmod.raise_nofile(descriptors_needed(sum(len(s.tcp) + len(s.udp) for s in job.servers), len(job.captures)))
     started = time.perf_counter()
     try:
-        for step in job["steps"]:
-            with timed(step["what"]):
+        for step in job.steps:
+            with timed(timings, step.what):
                 run_step(step, job)
     except BaseException:
-        destroy(namespaces, job["lab"], bool(job.get("containers")))
+        destroy(namespaces, job.lab, bool(job.containers))
         raise
     state.deploy_seconds = time.perf_counter() - started
     state.complete = True
     state.save()
-    progress(f"deployed {job['lab']}: {len(namespaces)} namespaces in {state.deploy_seconds:.1f}s")
+    progress(f"deployed {job.lab}: {len(namespaces)} namespaces in {state.deploy_seconds:.1f}s")
     return state
 
 
@@ -213,11 +214,29 @@ def destroy(namespaces: list[str], lab: str, containers: bool = False) -> list[s
 # ---------------------------------------------------------------- traffic
 
 
+@dataclass
+class _Gathered:
+    """What `_traffic` gathers, flow by flow, for collected.json."""
+
+    results: dict[str, FlowResult] = field(default_factory=dict)
+    traces: dict[str, TraceData] = field(default_factory=dict)
+    conntrack: dict[str, str] = field(default_factory=dict)
+    ipvs: dict[str, str] = field(default_factory=dict)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    timings: Timings = field(default_factory=list)
+
+    def collected(self, job: Job, seconds: float) -> Collected:
+        """collected.json's content: what was gathered for `job` in `seconds`, on this kernel."""
+        return Collected(results=self.results, conntrack=self.conntrack, ipvs=self.ipvs, traces=self.traces,
+                         points=job.captures, faults=tuple(self.faults), seconds=seconds, trace=job.trace,
+                         kernel=os.uname().release, readback=job.readback, timings=tuple(self.timings))
+
+
 @contextlib.contextmanager
-def _servers(job: dict[str, Any]) -> Iterator[PodServers]:
-    servers = serve_pods([(s["pod"], s["ns"], s["tcp"], s["udp"]) for s in job["servers"] if not s.get("own")])
+def _servers(job: Job) -> Iterator[PodServers]:
+    servers = serve_pods([(s.pod, s.ns, list(s.tcp), list(s.udp)) for s in job.servers if not s.own])
     try:
-        own = [s for s in job["servers"] if s.get("own")]  # an image's own server answers in its container
+        own = [s.to_json() for s in job.servers if s.own]  # an image's own server answers in its container
         if own:
             from kpemu.traffic.container import wait_listening
 
@@ -227,93 +246,85 @@ def _servers(job: dict[str, Any]) -> Iterator[PodServers]:
         servers.close()
 
 
-def run_flow(flow: dict[str, Any], gap: float = 0.0) -> dict[str, Any]:
+def run_flow(flow: FlowSpec, gap: float = 0.0) -> FlowResult:
     """One flow's connections from its source namespace, in this thread (a container source runs its own
-    command in its container); the FlowResult as JSON."""
-    out: dict[str, Any] = {"name": flow["name"], "connections": [], "stderr": ""}
-    if flow.get("container"):
+    command in its container)."""
+    out = FlowResult(flow.name)
+    if flow.container:
         from kpemu.traffic.container import run_in_container
 
-        budget = flow["connections"] * (flow["timeout"] + 2.0 + gap) + scaled(5.0)
-        out["connections"], out["stderr"] = run_in_container(flow["src_ns"], flow, budget)
+        budget = flow.connections * (flow.timeout + 2.0 + gap) + scaled(5.0)
+        out.connections, out.stderr = run_in_container(flow.src_ns, flow.to_json(), budget)
         return out
     try:
-        with nsmod.inside(flow["src_ns"]):
-            out["connections"] = list(connections(flow["name"], flow["dst"], flow["port"], flow["proto"],
-                                                  flow["connections"], flow["timeout"], gap, flow.get("http"),
-                                                  flow.get("candidates"), flow.get("size", 0),
-                                                  flow.get("sport") or 0))
+        with nsmod.inside(flow.src_ns):
+            out.connections = list(connections(flow.name, flow.dst, flow.port, flow.proto, flow.connections,
+                                               flow.timeout, gap, flow.http, list(flow.candidates), flow.size,
+                                               flow.sport or 0))
     except OSError as e:
-        out["stderr"] = f"client failed: {e}"
+        out.stderr = f"client failed: {e}"
     return out
 
 
-def _traced_flow(job: dict[str, Any], flow: dict[str, Any], out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    nodes, backend, ipvs = job["nodes"], job["backend"], job["ipvs"]
-    before = snapshot.read_counters(nodes, backend, ipvs)
-    match = FlowMatch(**{**flow["match"], "backends": tuple(tuple(b) for b in flow["match"]["backends"])})
-    if job["trace_kind"] == "nft-monitor":
-        session = start_nft_tracing(nodes, match, workdir=scratch_dir(job["lab"]))
+def _traced_flow(job: Job, flow: FlowSpec, out: Path) -> tuple[FlowResult, TraceData]:
+    before = snapshot.read_counters(job.nodes, job.backend, job.ipvs)
+    if job.trace_kind == "nft-monitor":
+        session = start_nft_tracing(job.nodes, flow.match, workdir=scratch_dir(job.lab))
     else:
-        session = start_tracing(nodes, match, backend, workdir=scratch_dir(job["lab"]))
+        session = start_tracing(job.nodes, flow.match, job.backend, workdir=scratch_dir(job.lab))
     try:
         result = run_flow(flow, gap=TRACE_GAP if session.unavailable is None else 0.0)
     finally:
         texts = session.stop()
-    after = snapshot.read_counters(nodes, backend, ipvs)
+    after = snapshot.read_counters(job.nodes, job.backend, job.ipvs)
     texts = texts if session.unavailable is None else {}
     tdir = out / "trace"
     tdir.mkdir(parents=True, exist_ok=True)
     for node, text in texts.items():
-        (tdir / f"{flow['name']}_{node}.txt").write_text(text)
-    return result, {"texts": texts, "unavailable": session.unavailable, "before": asdict(before),
-                    "after": asdict(after)}
+        (tdir / f"{flow.name}_{node}.txt").write_text(text)
+    return result, TraceData(texts=texts, unavailable=session.unavailable, before=before, after=after)
 
 
-def _traffic(job: dict[str, Any], out: Path, progress: Progress, drops: DropSession | None = None
-             ) -> dict[str, Any]:
-    points = [Interface(**p) for p in job["captures"]]
-    col: dict[str, Any] = {"results": {}, "conntrack": {}, "ipvs": {}, "traces": {},
-                           "points": job["captures"]}
-    nodes = job["nodes"]
+def _traffic(job: Job, out: Path, progress: Progress, gathered: _Gathered, drops: DropSession | None = None
+             ) -> None:
+    timings = gathered.timings
     windows: dict[str, tuple[int, int]] = {}
-    with timed("save the rules"):
-        snapshot.save_rules(nodes, job["backend"], job["rule_kinds"], out / "rules")
-    with timed("apply the faults"):  # after the rules are saved: rules/ is what kube-proxy programmed
-        col["faults"] = apply_faults(job.get("faults") or [], job["backend"])
+    with timed(timings, "save the rules"):
+        snapshot.save_rules(job.nodes, job.backend, list(job.rule_kinds), out / "rules")
+    with timed(timings, "apply the faults"):  # after the rules are saved: rules/ is what kube-proxy programmed
+        gathered.faults = apply_faults(list(job.faults), job.backend)
     caps = []
     with _servers(job):
         try:
-            with timed("start the captures"):
-                caps = start_captures(points, out / "pcaps")
+            with timed(timings, "start the captures"):
+                caps = start_captures(list(job.captures), out / "pcaps")
             progress(f"capturing at {len(caps)} points")
             if drops is not None:
-                with timed("attach the drop tracer"):
+                with timed(timings, "attach the drop tracer"):
                     drops.wait_ready()
-            for flow in job["flows"]:
+            for flow in job.flows:
                 start = time.monotonic_ns()
-                with timed(f"flow {flow['name']}"):
-                    _one_flow(job, flow, col, out)
-                windows[flow["name"]] = (start, time.monotonic_ns())
-                col["faults"] += apply_faults(job.get("faults") or [], job["backend"], after=flow["name"])
-                outcomes = [c["outcome"] for c in col["results"][flow["name"]]["connections"]]
-                progress(f"flow {flow['name']}: {', '.join(outcomes) or 'no result'}")
-            time.sleep(job["settle"])
-            if drops is not None and job["trace"]:
-                with timed("stop the drop tracer"):
-                    _split_drops(drops, windows, col, out)
-            with timed("conntrack and IPVS snapshots"):
-                col["conntrack"], col["ipvs"] = snapshot.connection_tables(job["nat_members"], nodes, job["ipvs"])
+                with timed(timings, f"flow {flow.name}"):
+                    _one_flow(job, flow, gathered, out)
+                windows[flow.name] = (start, time.monotonic_ns())
+                gathered.faults += apply_faults(list(job.faults), job.backend, after=flow.name)
+                outcomes = [c["outcome"] for c in gathered.results[flow.name].connections]
+                progress(f"flow {flow.name}: {', '.join(outcomes) or 'no result'}")
+            time.sleep(job.settle)
+            if drops is not None and job.trace:
+                with timed(timings, "stop the drop tracer"):
+                    _split_drops(drops, windows, gathered, out)
+            with timed(timings, "conntrack and IPVS snapshots"):
+                gathered.conntrack, gathered.ipvs = snapshot.connection_tables(job.nat_members, job.nodes, job.ipvs)
         finally:
-            with timed("stop the captures"):
+            with timed(timings, "stop the captures"):
                 stop_captures(caps)
-    if job.get("render", True):  # a guest leaves it to the host, where tcpdump starts far faster
-        with timed("render the captures as text"):
+    if job.render:  # a guest leaves it to the host, where tcpdump starts far faster
+        with timed(timings, "render the captures as text"):
             render_text(caps, out / "capture")
-    return col
 
 
-def _split_drops(session: DropSession, windows: dict[str, tuple[int, int]], col: dict[str, Any], out: Path) -> None:
+def _split_drops(session: DropSession, windows: dict[str, tuple[int, int]], gathered: _Gathered, out: Path) -> None:
     """Stop the drop tracer, keep its text in trace/drops.txt and give each flow the kernel drops
     inside its window (+ a little slack)."""
     text = session.stop()
@@ -324,15 +335,16 @@ def _split_drops(session: DropSession, windows: dict[str, tuple[int, int]], col:
     for name, (start, end) in windows.items():
         following = [s for s in starts if s > start]
         end = min(end + DROP_SLACK_NS, following[0] if following else end + DROP_SLACK_NS)
-        col["traces"][name].update(drops_unavailable=session.unavailable, drop_members=members,
-                                   drops=drops_window(text, start, end) if session.unavailable is None else "")
+        gathered.traces[name] = replace(
+            gathered.traces[name], drops_unavailable=session.unavailable, drop_members=members,
+            drops=drops_window(text, start, end) if session.unavailable is None else "")
 
 
-def _one_flow(job: dict[str, Any], flow: dict[str, Any], col: dict[str, Any], out: Path) -> None:
-    if job["trace"]:
-        col["results"][flow["name"]], col["traces"][flow["name"]] = _traced_flow(job, flow, out)
+def _one_flow(job: Job, flow: FlowSpec, gathered: _Gathered, out: Path) -> None:
+    if job.trace:
+        gathered.results[flow.name], gathered.traces[flow.name] = _traced_flow(job, flow, out)
     else:
-        col["results"][flow["name"]] = run_flow(flow)
+        gathered.results[flow.name] = run_flow(flow)
 
 
 def prepare_out(out: Path) -> None:
@@ -373,48 +385,47 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def collect(job: dict[str, Any], out: Path, progress: Progress = _quiet) -> float:
+def collect(job: Job, out: Path, progress: Progress = _quiet) -> float:
     """Execute a collect job into `out`: pcaps/, capture/, rules/, trace/ and collected.json; its seconds.
 
     The lab is destroyed on every way out, Ctrl-C and SIGTERM included.
     """
     started = time.perf_counter()
     claimed = claim(job, "run", str(out))  # before anything else: a refused run touches nothing of the owner's
+    gathered = _Gathered()
     drops = None
     with _sigterm_as_interrupt():
         try:
             # the drop tracer attaches while the lab is deployed; its scratch files are this run's, as the lab is
-            drops = start_drop_tracing(scratch_dir(job["lab"]) / "drops.txt") if job["trace"] else None
-            state = deploy(job, progress, claimed)
+            drops = start_drop_tracing(scratch_dir(job.lab) / "drops.txt") if job.trace else None
+            state = deploy(job, progress, claimed, gathered.timings)
             try:
                 prepare_out(out)  # only once the lab is ours: a refused run leaves the folder alone
                 if drops is not None:
                     drops.watch(state.members)
-                col = _traffic(job, out, progress, drops)
+                _traffic(job, out, progress, gathered, drops)
             finally:
-                with _signals_blocked(), timed("destroy the lab"):
+                with _signals_blocked(), timed(gathered.timings, "destroy the lab"):
                     restore_kernel_wide()
                     destroy(state.namespaces, state.lab, bool(state.containers))
         finally:
             if drops is not None:
                 drops.stop()
-            shutil.rmtree(scratch_dir(job["lab"]), ignore_errors=True)  # trace and drop files: read, now gone
-            state_path(job["lab"]).unlink(missing_ok=True)  # the claim, when deploy never started
+            shutil.rmtree(scratch_dir(job.lab), ignore_errors=True)  # trace and drop files: read, now gone
+            state_path(job.lab).unlink(missing_ok=True)  # the claim, when deploy never started
     seconds = time.perf_counter() - started
-    col.update(seconds=seconds, trace=job["trace"], kernel=os.uname().release, readback=job["readback"],
-               timings=list(TIMINGS))
-    TIMINGS.clear()
-    (out / COLLECTED).write_text(json.dumps(col) + "\n")
+    (out / COLLECTED).write_text(json.dumps(gathered.collected(job, seconds).to_json()) + "\n")
     return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m kpemu.jobs.execute JOB.json OUT_DIR`: collect; exit 0, or 3 with the reason on stderr."""
+    """`python -m kpemu.jobs.execute JOB.json OUT_DIR`: collect; exit 0, or the error's exit code with the
+    reason on stderr (3 when the kernel or the machine refused, 2 for a malformed job)."""
     job_file, out = (argv if argv is not None else sys.argv[1:])[:2]
     try:
-        collect(json.loads(Path(job_file).read_text()), Path(out),
+        collect(Job.from_json(json.loads(Path(job_file).read_text())), Path(out),
                 lambda m: print(m, file=sys.stderr, flush=True))
-    except (ApplyError, EnvironmentProblem) as e:
+    except KpemuError as e:
         print(f"kpemu: {e}", file=sys.stderr)
         return e.exit_code
     return 0
@@ -422,4 +433,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

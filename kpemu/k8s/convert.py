@@ -21,9 +21,8 @@ from kpemu.errors import InputError, Problem
 from kpemu.k8s.fields import not_modelled
 from kpemu.k8s.objects import K8sObject, is_kubernetes, located
 from kpemu.k8s.service import Allocator, ServiceIn, ipv4, read_service
-from kpemu.model.load import Lines
-from kpemu.model.modes import MODE_FACTS
-from kpemu.model.topology import NEWEST_MINOR, OLDEST_MINOR
+from kpemu.model.modes import MODE_FACTS, NEWEST_MINOR, OLDEST_MINOR
+from kpemu.model.parse import Lines
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 DEFAULT_SERVICE_CIDR = "10.96.0.0/12"  # kube-apiserver's --service-cluster-ip-range default (kubeadm)

@@ -1,21 +1,19 @@
-"""Reading Kubernetes objects: a kubectl `List`, several YAML documents, a directory of manifests,
-or standard input; each object keeps where it came from (file, item, and the lines of its fields)
+"""Kubernetes objects from read YAML documents (a kubectl `List`, several documents; the files are
+read by kpemu.inputs.topology); each object keeps where it came from (file, item, and the lines of its fields)
 so an error names the file, the line and the field path."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kpemu.errors import InputError, Problem
 from kpemu.k8s.shapes import display, shape_problems
-from kpemu.model.load import Lines, line_of, read_stdin_yaml, read_yaml
+from kpemu.model.parse import Lines, line_of
 
 KINDS = ("Node", "Pod", "Service", "EndpointSlice", "Endpoints", "KubeProxyConfiguration")
-_MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 @dataclass(frozen=True)
@@ -117,15 +115,6 @@ def _flatten(doc: object, src: _Source, where: str, root: tuple[int | str, ...],
     out.append(K8sObject(kind, doc, src.file, where, root, src.lines))
 
 
-def _files(source: str) -> list[Path]:
-    path = Path(source)
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _MANIFEST_SUFFIXES)
-    if not path.exists():
-        raise InputError([Problem(source, "", "no such file or directory")])
-    return [path]
-
-
 def _collect(docs: list[object], src: _Source, out: list[K8sObject], problems: list[Problem]) -> None:
     for i, doc in enumerate(docs):
         _flatten(doc, src, f"document {i + 1}" if len(docs) > 1 else "", (i,), out, problems)
@@ -139,28 +128,4 @@ def objects_from_documents(docs: list[object], file: str, lines: Lines | None = 
     _collect(docs, _Source(file, lines or {}), out, problems)
     if problems:
         raise InputError(problems)
-    return out
-
-
-def read_objects(sources: Iterable[str]) -> list[K8sObject]:
-    """Every Kubernetes object in the sources (files, directories, `-`); InputError lists every
-    document that is not one and every kind kpemu does not read."""
-    out: list[K8sObject] = []
-    problems: list[Problem] = []
-    for source in sources:
-        if source == "-":
-            src = _Source("-", {})
-            _collect(read_stdin_yaml(documents=True, lines=src.lines), src, out, problems)
-            continue
-        for path in _files(source):
-            src = _Source(str(path), {})
-            _collect(read_yaml(path, documents=True, lines=src.lines), src, out, problems)
-    if problems:
-        raise InputError(problems)
-    if not out:
-        dirs = [s for s in sources if s != "-" and Path(s).is_dir()]
-        what = ("is a directory with no Kubernetes manifests in it; expected a regular YAML file or a directory "
-                "of manifests (*.yaml, *.yml, *.json)") if dirs and len(dirs) == len(sources) else \
-            "no Kubernetes objects found"
-        raise InputError([Problem(", ".join(sources), "", what)])
     return out

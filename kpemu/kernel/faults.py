@@ -1,7 +1,7 @@
 """Apply a scenario's faults to a deployed lab (effects), inside the lab's own namespaces only (and
 one kernel-wide setting, in kpemu's guest only, put back when the run ends).
 
-A fault arrives as plan/faults.py's FaultStep in JSON (a job's `faults`); standard library only,
+A fault arrives as kpemu.faults.step.FaultStep in JSON (a job's `faults`); standard library only,
 so the job executor can run it (in the guest too).
 """
 

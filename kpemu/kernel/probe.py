@@ -26,6 +26,7 @@ from kpemu import cni as cni_registry
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.labstate import record_probe, sweep_probes
 from kpemu.kernel.owner import PROBE_OWNER, mark
+from kpemu.plan.types import CONNTRACK_MAX
 from kpemu.proxy.modes import MODES
 from kpemu.statedir import PROBE_PREFIX
 
@@ -67,9 +68,6 @@ add rule ip kp-probe in ct state new reject
 _BASE = ["veth", "bridge", "iptables", "conntrack", "match:comment", "match:addrtype",
          "tool:ip", "tool:iptables", "tool:tcpdump", "tool:conntrack"]
 _MODE = {name: list(m.features) for name, m in MODES.items()}  # from the proxy-mode registry
-# Features a fault needs beyond its lab's (kpemu.plan.faults): conntrack-full sets the kernel-wide
-# nf_conntrack_max, which kpemu does only in its disposable guest.
-FAULT_FEATURES = {"conntrack-full": ("conntrack:max",)}
 # What a guest kernel must provide for every CNI x mode (the modules behind the kernel features).
 GUEST_FEATURES = ("ip_vs", "ipip", "dummy")
 
@@ -372,7 +370,6 @@ def _conntrack_max() -> Feature:
     in the initial network namespace, so only inside kpemu's guest (disposable), never on the host."""
     how = "nf_conntrack_max writable from the initial namespace of a kpemu guest"
     from kpemu.kernel.faults import PROC_SYS, in_kpemu_guest
-    from kpemu.plan.faults import CONNTRACK_MAX
 
     if not in_kpemu_guest():  # the very check the fault itself makes before it sets the value
         return Feature("conntrack:max", False, how, "nf_conntrack_max is kernel-wide (writable only in the initial "

@@ -8,11 +8,11 @@ Every read runs in parallel over the nodes (seconds each in an emulated guest).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kpemu.kernel import netns as nsmod
 from kpemu.pace import scaled
+from kpemu.plan.tracing import CounterSnapshot
 from kpemu.proxy.xtables import SAVE
 
 RULE_KINDS = {"iptables": "iptables-save", "ipset": "ipset", "ipvs": "ipvs", "nft": "nft"}  # kind -> file suffix
@@ -39,24 +39,14 @@ def save_rules(nodes: dict[str, str], backend: str, kinds: list[str], rules_dir:
         (rules_dir / f"{node}.{suffix}").write_text(text)
 
 
-@dataclass
-class CounterSnapshot:
-    """Per node: iptables-save -c text; IPVS stats when `ipvs`."""
-
-    iptables: dict[str, str] = field(default_factory=dict)
-    ipvs_stats: dict[str, str] = field(default_factory=dict)
-
-
 def read_counters(nodes: dict[str, str], backend: str = "nft", ipvs: bool = False) -> CounterSnapshot:
     """Read every node's counters once."""
     cmds = [(ns, [SAVE.get(backend, "iptables-save"), "-c"]) for ns in nodes.values()]
     if ipvs:
         cmds += [(ns, ["ipvsadm", "-Ln", "--stats"]) for ns in nodes.values()]
     texts = nsmod.outputs_in(cmds, timeout=scaled(10.0))
-    snap = CounterSnapshot(iptables=dict(zip(nodes, texts, strict=False)))
-    if ipvs:
-        snap.ipvs_stats = dict(zip(nodes, texts[len(nodes):], strict=False))
-    return snap
+    return CounterSnapshot(iptables=dict(zip(nodes, texts, strict=False)),
+                           ipvs_stats=dict(zip(nodes, texts[len(nodes):], strict=False)) if ipvs else {})
 
 
 def connection_tables(nat_members: dict[str, str], nodes: dict[str, str], ipvs: bool,

@@ -1,4 +1,5 @@
-"""The kube-proxy modes kpemu models and what validating a topology needs to know of each (pure).
+"""The kube-proxy releases and modes kpemu models, and what validating a topology needs to know of
+each mode (pure).
 
 One row per mode. The model cannot import kpemu.proxy, so these facts live here; the proxy-mode
 registry (kpemu.proxy.modes) builds each mode's behaviour on its row.
@@ -8,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kpemu.model.topology import NEWEST_NFT_MINOR, OLDEST_NFT_MINOR
+OLDEST_MINOR, NEWEST_MINOR = 10, 37  # kube-proxy releases 1.10 .. 1.37 are modelled (see proxy/versions.py)
+NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
+# nftables mode (alpha in 1.29) releases kpemu models (kpemu.proxy.nftables.eras).
+OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 36
 
 
 @dataclass(frozen=True)

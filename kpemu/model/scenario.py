@@ -2,26 +2,21 @@
 
 A scenario names where traffic starts (`from:` a lab member), where it goes (`to:` a pod, a
 service through one of its front doors, a node's NodePort or a plain address) and what must be
-seen. Shape errors come from pydantic, cross-field checks from `check_scenario`; both become
-`Problem`s with a field path such as `flows[0].to.service`, and loading stops before anything is
-created (exit 2).
+seen. Shape errors come from pydantic, cross-field checks from `check_expectations`; both become
+`Problem`s with a field path such as `flows[0].to.service`, and loading (kpemu.inputs.scenario) stops
+before anything is created (exit 2). Where each flow goes is worked out by kpemu.plan.flows.
 """
 
 from __future__ import annotations
 
-import copy
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from kpemu.errors import InputError, Problem
-from kpemu.model import read_topology_source, topology_from_data
-from kpemu.model.load import parse_model, read_yaml
-from kpemu.model.modes import MODE_FACTS
+from kpemu.errors import Problem
 from kpemu.model.topology import LabName, Strict, Topology, _check_ip
 
 FlowName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")]
@@ -165,14 +160,15 @@ class Expectation(Strict):
         return "reply" if self.reply else "dropped"
 
 
-FaultKind = Literal["mtu-mismatch", "rp-filter", "no-masquerade", "no-br-netfilter", "stale-rules", "stale-conntrack",
-                    "conntrack-full"]
+# The validation context key under which the reader gives the fault kinds (kpemu.faults.names()): the
+# model cannot import the fault registry, which plans with the layers above it.
+FAULT_KINDS = "fault_kinds"
 
 
 class Fault(Strict):
     """A classic misconfiguration applied to the deployed lab (plan/faults.py says what each one does)."""
 
-    kind: FaultKind
+    kind: str  # one of the fault registry's names, checked when they are given (FAULT_KINDS)
     node: str | None = None  # the node it is applied on (every kind but stale-rules)
     pod: str | None = None  # stale-rules, stale-conntrack: the pod that goes away
     replacement: str | None = None  # stale-conntrack: the not-ready pod that becomes ready in its place
@@ -181,6 +177,15 @@ class Fault(Strict):
     device: str = "eth0"  # mtu-mismatch: the node interface that gets it
     source: str | None = None  # rp-filter: the client prefix whose return route is sent astray (CIDR)
     limit: int | None = Field(None, ge=1, le=1024)  # conntrack-full: nf_conntrack_max (entries per namespace)
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, v: Any, info: ValidationInfo) -> Any:
+        kinds = (info.context or {}).get(FAULT_KINDS)
+        if kinds is not None and v not in kinds:
+            *names, last = (repr(k) for k in kinds)
+            raise ValueError(f"Input should be {', '.join(names)} or {last}")
+        return v
 
 
 class ScenarioSpec(Strict):
@@ -232,212 +237,18 @@ class Scenario:
         return (self.path.parent / str(exp.golden)).resolve()
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
+def check_flow_names(spec: ScenarioSpec, file: str) -> list[Problem]:
+    """Every flow name is given once."""
+    names = [f.name for f in spec.flows]
+    return [Problem(file, f"flows[{i}].name", f"flow {n!r} is defined twice")
+            for i, n in enumerate(names) if names.index(n) != i]
 
 
-# A topology's capture points ("member/interface"), from the plan layer (kpemu.plan.fabric.capture_points):
-# the model cannot know the CNI's interface names without planning the fabric.
-CapturePoints = Callable[[Topology], set[str]]
-
-
-def load_scenario(path: str | Path, proxy_mode: str | None = None,
-                  capture_points: CapturePoints | None = None, lab: str | None = None) -> Scenario:
-    """Read and validate a scenario file and its topology; InputError lists every problem.
-
-    `proxy_mode` (iptables | ipvs | nftables) overrides the topology's kubeProxy.mode and names the
-    lab `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations (written for
-    the file's mode) are dropped, the others are kept. With `capture_points`, every hop's `at` must
-    be one of them. `lab` (the CLI's --name) replaces the lab name the file gives: two copies of one
-    scenario run at once under two names.
-    """
-    return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode, capture_points, lab)
-
-
-def load_file(path: str | Path, capture_points: CapturePoints | None = None) -> Topology | Scenario:
-    """A topology or a scenario file (a scenario has `flows:`), read once; InputError lists every problem."""
-    path = Path(path)
-    if not path.is_dir():
-        try:
-            data = read_yaml(path)
-        except InputError:
-            data = None  # several documents (Kubernetes manifests), or bad: the topology reader says which
-        if isinstance(data, dict) and "flows" in data:
-            return scenario_from_data(data, path, capture_points=capture_points)
-    return topology_from_data(read_topology_source(path), str(path))
-
-
-def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None,
-                       capture_points: CapturePoints | None = None, lab: str | None = None) -> Scenario:
-    """`load_scenario` on the already-read YAML of the scenario file `path`."""
-    file = str(path)
-    if lab is not None and isinstance(data, dict):
-        data = {**data, "lab": lab}
-    spec = parse_model(ScenarioSpec, data, file)
-    if isinstance(spec.topology, str):
-        data, topo_file = _topology_file(path, spec.topology)
-    else:
-        data, topo_file = spec.topology, file
-    data = _merge(data, spec.overrides)
-    data["name"] = spec.lab or spec.name
-    if proxy_mode is not None:
-        kp = dict(data.get("kubeProxy") or {})
-        native = kp.get("mode", "iptables")
-        data["kubeProxy"] = {**kp, "mode": proxy_mode}
-        data["name"] = f"{data['name']}-{proxy_mode}"
-        if proxy_mode != native:
-            spec = spec.model_copy(update={"expect": [e.model_copy(update={"rules": [], "golden": None})
-                                                      for e in spec.expect]})
-    try:
-        topo = topology_from_data(data, topo_file)
-    except InputError as e:
-        prefix = "topology." if topo_file == file else ""
-        fixed = [Problem(p.file, prefix + p.path if p.file == file else p.path, p.message) for p in e.problems]
-        if spec.overrides:
-            fixed = [Problem(p.file, p.path, p.message + " (after the scenario's overrides)") for p in fixed]
-        raise InputError(fixed) from None
-    problems: list[Problem] = []
-    containers = topo.containers()
-    flows = tuple(replace(f, src_container=f.src_member in containers)
-                  for i, fl in enumerate(spec.flows) if (f := _resolve(topo, fl, i, file, problems)))
-    problems += check_expectations(spec, topo, file, capture_points(topo) if capture_points else None)
-    problems += [Problem(file, f"flows[{spec.flows.index(f.flow)}].sourcePort", "a fixed source port is for UDP flows "
-                         "(TCP would wait out TIME_WAIT between connections); drop sourcePort or send UDP")
-                 for f in flows if f.flow.sourcePort is not None and f.protocol != "UDP"]
-    if problems:
-        raise InputError(problems)
-    return Scenario(spec, topo, path, flows)
-
-
-def _topology_file(scenario: Path, name: str) -> tuple[dict[str, Any], str]:
-    """The mapping in the scenario's `topology:` file and that file's path; a problem reading it names
-    the scenario's `topology` field."""
-    topo_path = (scenario.parent / name).resolve()
-
-    def bad(msg: str) -> InputError:
-        return InputError([Problem(str(scenario), "topology", f"{name!r}: {msg}; expected the path of a topology "
-                                                              "YAML file (relative to the scenario) or an inline "
-                                                              "mapping")])
-
-    if not topo_path.exists():
-        raise bad("no such file")
-    try:
-        data = read_topology_source(topo_path)
-    except InputError as e:
-        raise bad("; ".join(f"{topo_path}{': ' + p.path if p.path else ''}: {p.message}" for p in e.problems)) from None
-    if not isinstance(data, dict):
-        raise bad(f"{topo_path} is not a topology (its YAML is not a mapping of keys to values)")
-    return data, str(topo_path)
-
-
-def _members(topo: Topology) -> dict[str, str]:
-    out = {n.name: "node" for n in topo.nodes}
-    out.update({p.name: "pod" for p in topo.pods})
-    out.update({e.name: "external" for e in topo.externals})
-    return out
-
-
-def _resolve(topo: Topology, fl: Flow, i: int, file: str, problems: list[Problem]) -> ResolvedFlow | None:
-    """Work out a flow's destination address, port and protocol, or add Problems."""
-    base = f"flows[{i}]"
-    members = _members(topo)
-
-    def bad(path: str, msg: str) -> None:
-        problems.append(Problem(file, f"{base}.{path}", msg))
-
-    if fl.from_ not in members:
-        bad("from", f"unknown member {fl.from_!r}; expected a node, pod or external: {sorted(members)}")
-        return None
-    t = fl.to
-    if t.pod is not None:
-        pod = next((p for p in topo.pods if p.name == t.pod), None)
-        if pod is None:
-            bad("to.pod", f"unknown pod {t.pod!r}; expected one of {sorted(p.name for p in topo.pods)}")
-            return None
-        ports = [pp for pp in pod.ports if t.port is None or pp.port == t.port]
-        if t.port is None and not ports:
-            bad("to.port", f"pod {pod.name} serves no port; give port: P")
-            return None
-        port = t.port or ports[0].port
-        proto = fl.protocol or (ports[0].protocol if ports else "TCP")
-        return ResolvedFlow(fl, fl.from_, pod.ip, port, _proto(proto), (pod.name,))
-    if t.address is not None:
-        assert t.port is not None
-        return ResolvedFlow(fl, fl.from_, t.address, t.port, _proto(fl.protocol or "TCP"), ())
-    if t.service is None:  # {node: N, nodePort: P} or {node: N, port: P}
-        if t.node not in {n.name for n in topo.nodes}:
-            bad("to.node", f"unknown node {t.node!r}; expected one of {sorted(n.name for n in topo.nodes)}")
-            return None
-        node = topo.node(t.node)
-        port = t.nodePort or t.port
-        assert port is not None
-        svc = next((s for s in topo.services for sp in s.ports if sp.nodePort == port), None)
-        sp = next((sp for sp in svc.ports if sp.nodePort == port), None) if svc else None
-        proto = fl.protocol or (sp.protocol if sp else "TCP")
-        return ResolvedFlow(fl, fl.from_, node.ip, port, _proto(proto), _backends(topo, svc) if svc else ())
-    key = t.service if "/" in t.service else f"default/{t.service}"
-    svc = next((s for s in topo.services if s.key == key), None)
-    if svc is None:
-        bad("to.service", f"unknown service {key!r}; expected one of {sorted(s.key for s in topo.services)}")
-        return None
-    sp = next((p for p in svc.ports if t.port is None or p.port == t.port), None)
-    if sp is None:
-        bad("to.port", f"service {key} has no port {t.port}; expected one of {[p.port for p in svc.ports]}")
-        return None
-    via = t.via or "clusterIP"
-    proto = _proto(fl.protocol or sp.protocol)
-    cands = _backends(topo, svc)
-    if via == "clusterIP":
-        return ResolvedFlow(fl, fl.from_, svc.clusterIP, sp.port, proto, cands)
-    if via == "nodePort":
-        if sp.nodePort is None:
-            bad("to.via", f"service {key} port {sp.port} has no nodePort; use via: clusterIP or give it type NodePort")
-            return None
-        node_name = t.node or topo.nodes[0].name
-        if node_name not in {n.name for n in topo.nodes}:
-            bad("to.node", f"unknown node {node_name!r}; expected one of {sorted(n.name for n in topo.nodes)}")
-            return None
-        return ResolvedFlow(fl, fl.from_, topo.node(node_name).ip, sp.nodePort, proto, cands)
-    if via == "externalIP":
-        if not svc.externalIPs:
-            bad("to.via", f"service {key} has no externalIPs")
-            return None
-        return ResolvedFlow(fl, fl.from_, svc.externalIPs[0], sp.port, proto, cands)
-    # loadBalancer: kube-proxy's own LB IP first, else an external load balancer in front of it
-    if svc.loadBalancerIPs:
-        return ResolvedFlow(fl, fl.from_, svc.loadBalancerIPs[0], sp.port, proto, cands)
-    lb = next((e for e in topo.externals if e.role == "loadbalancer" and key in e.backends), None)
-    if lb is None or lb.vip is None:
-        bad("to.via", f"service {key} has no loadBalancerIPs and no external with role: loadbalancer, "
-                      f"backends: [{key}]; add one of them")
-        return None
-    return ResolvedFlow(fl, fl.from_, lb.vip, sp.port, proto, cands)
-
-
-def _proto(p: str) -> Literal["TCP", "UDP"]:
-    return "UDP" if p == "UDP" else "TCP"
-
-
-def _backends(topo: Topology, svc: Any) -> tuple[str, ...]:
-    from kpemu.model.validate import selected_pods
-
-    if svc.selector is not None:
-        return tuple(p.name for p in selected_pods(topo, svc))
-    ips = {e.ip for e in svc.endpoints or []}
-    return tuple(p.name for p in topo.pods if p.ip in ips)
-
-
-def check_expectations(spec: ScenarioSpec, topo: Topology, file: str, points: set[str] | None) -> list[Problem]:
-    """Cross-field checks: flow names exist and are unique, backends and (given `points`) hop points exist."""
+def check_expectations(spec: ScenarioSpec, topo: Topology, file: str, points: set[str]) -> list[Problem]:
+    """Cross-field checks of flows and expectations: container flows fit their source, and the flows,
+    backends, hop points (of `points`), members and nodes named exist."""
     problems: list[Problem] = []
     names = [f.name for f in spec.flows]
-    for i, n in enumerate(names):
-        if names.index(n) != i:
-            problems.append(Problem(file, f"flows[{i}].name", f"flow {n!r} is defined twice"))
-    problems += check_faults(spec, topo, file)
     containers = topo.containers()
     for i, f in enumerate(spec.flows):
         if f.command is not None and f.from_ not in containers:
@@ -461,76 +272,18 @@ def check_expectations(spec: ScenarioSpec, topo: Topology, file: str, points: se
                 problems.append(Problem(file, f"{base}.backends[{j}]", f"unknown pod {b!r}; expected pods of the "
                                                                       f"topology: {sorted(pods)}"))
         for j, h in enumerate(e.hops):
-            if points is not None and h.at not in points:
+            if h.at not in points:
                 problems.append(Problem(file, f"{base}.hops[{j}].at", f"no capture point {h.at!r}; expected "
                                                                       f"member/interface, one of {sorted(points)}"))
             if h.outer not in (None, "vxlan", "ipip", "none"):
                 problems.append(Problem(file, f"{base}.hops[{j}].outer", "expected vxlan, ipip or none"))
-        if e.died is not None and e.died.at is not None and e.died.at not in {*_members(topo), "underlay"}:
+        if e.died is not None and e.died.at is not None and e.died.at not in {*topo.member_kinds(), "underlay"}:
             problems.append(Problem(file, f"{base}.died.at", f"unknown member {e.died.at!r}; expected a node, pod, "
-                                                            f"external or underlay: {sorted(_members(topo))}"))
+                                                            f"external or underlay: {sorted(topo.member_kinds())}"))
         for j, r in enumerate(e.rules):
             if r.node not in {n.name for n in topo.nodes}:
                 problems.append(Problem(file, f"{base}.rules[{j}].node", f"unknown node {r.node!r}; expected one "
                                                                         f"of {sorted(n.name for n in topo.nodes)}"))
         if e.golden is not None and not isinstance(e.golden, bool) and Path(str(e.golden)).is_absolute():
             problems.append(Problem(file, f"{base}.golden", "expected a directory relative to the scenario file"))
-    return problems
-
-
-
-_FAULT_NEEDS = {"mtu-mismatch": ("node", "mtu"), "rp-filter": ("node", "source"), "no-masquerade": ("node",),
-                "no-br-netfilter": ("node",), "stale-rules": ("pod",), "stale-conntrack": ("pod", "after"),
-                "conntrack-full": ("node", "limit")}
-
-
-_FAULT_EXAMPLE = {"node": "node: node2", "mtu": "mtu: 1400", "source": "source: 10.242.72.0/24", "pod": "pod: web-1",
-                  "after": "after: <the flow that opens the connection>", "limit": "limit: 4"}
-
-
-def check_faults(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]:
-    """Each fault names what its kind needs, and the node or pod exists."""
-    import ipaddress
-
-    problems: list[Problem] = []
-    nodes = sorted(n.name for n in topo.nodes)
-    pods = sorted(p.name for p in topo.pods)
-    flows = [f.name for f in spec.flows]
-    for i, f in enumerate(spec.faults):
-        base = f"faults[{i}]"
-        for key in _FAULT_NEEDS[f.kind]:
-            if getattr(f, key) is None:
-                problems.append(Problem(file, f"{base}.{key}", f"fault {f.kind} needs {key}: (e.g. "
-                                        f"{_FAULT_EXAMPLE[key]})"))
-        if f.node is not None and f.node not in nodes:
-            problems.append(Problem(file, f"{base}.node", f"unknown node {f.node!r}; expected one of {nodes}"))
-        for key in ("pod", "replacement"):
-            if getattr(f, key) is not None and getattr(f, key) not in pods:
-                problems.append(Problem(file, f"{base}.{key}", f"unknown pod {getattr(f, key)!r}; expected one of "
-                                                               f"{pods}"))
-        if f.after is not None and f.after not in flows:
-            problems.append(Problem(file, f"{base}.after", f"unknown flow {f.after!r}; expected one of {flows}"))
-        problems += _check_stale_conntrack(f, topo, file, base)
-        if f.source is not None:
-            try:
-                ipaddress.ip_network(f.source, strict=False)
-            except ValueError:
-                problems.append(Problem(file, f"{base}.source", f"expected a CIDR such as 10.242.72.0/24, got "
-                                                                f"{f.source!r}"))
-    return problems
-
-
-def _check_stale_conntrack(f: Fault, topo: Topology, file: str, base: str) -> list[Problem]:
-    """stale-conntrack re-programs kube-proxy's iptables rules; its replacement is not yet an endpoint."""
-    if f.kind != "stale-conntrack":
-        return [Problem(file, f"{base}.replacement", f"only stale-conntrack has a replacement, not {f.kind}")
-                ] if f.replacement is not None else []
-    problems = []
-    if not MODE_FACTS[topo.kubeProxy.mode].service_chains:
-        problems.append(Problem(file, f"{base}.kind", "stale-conntrack re-programs kube-proxy's iptables rules; "
-                                                      "use it with kubeProxy.mode: iptables"))
-    new = next((p for p in topo.pods if p.name == f.replacement), None)
-    if new is not None and (new.name == f.pod or new.ready):
-        problems.append(Problem(file, f"{base}.replacement", f"{new.name} must be another pod, with ready: false "
-                                                             f"(it becomes ready when {f.pod} goes away)"))
     return problems

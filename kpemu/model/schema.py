@@ -6,6 +6,7 @@ in a first-line `# yaml-language-server: $schema=...` comment.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kpemu.model.scenario import ScenarioSpec
@@ -19,9 +20,13 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SHORTHANDS = {("Pod", "ports"): {"type": "integer", "minimum": 1, "maximum": 65535}}
 
 
-def schema(kind: str) -> dict[str, Any]:
-    """The JSON schema (draft 2020-12) that a `kind` file (topology | scenario) must match."""
+def schema(kind: str, fault_kinds: Sequence[str]) -> dict[str, Any]:
+    """The JSON schema (draft 2020-12) that a `kind` file (topology | scenario) must match; a fault's
+    kind is one of `fault_kinds` (the fault registry's names, which the model cannot import)."""
     out = KINDS[kind].model_json_schema(by_alias=True, mode="validation")
+    fault = out.get("$defs", {}).get("Fault", {}).get("properties", {})
+    if "kind" in fault:
+        fault["kind"] = {"enum": list(fault_kinds), **fault["kind"]}
     for (model, fld), short in SHORTHANDS.items():
         prop = out.get("$defs", {}).get(model, {}).get("properties", {}).get(fld)
         if prop and "items" in prop:

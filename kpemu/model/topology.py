@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from kpemu import cni as cni_registry
 from kpemu.errors import InputError
+from kpemu.model.modes import MODE_FACTS, NEWEST_KUBE_PROXY
 
 Protocol = Literal["TCP", "UDP", "SCTP"]
 # Kubernetes object names: DNS-1123 labels (subdomains for pods; labels are strict enough here).
@@ -21,11 +22,6 @@ K8sName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 LabName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")]
 IPv4 = Annotated[str, Field(description="an IPv4 address such as 10.246.198.17")]
 CIDR = Annotated[str, Field(description="an IPv4 network such as 10.244.0.0/16")]
-
-OLDEST_MINOR, NEWEST_MINOR = 10, 37  # kube-proxy releases 1.10 .. 1.37 are modelled (see proxy/versions.py)
-NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
-# nftables mode (alpha in 1.29) releases kpemu models (kpemu.proxy.nftables.eras).
-OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 36
 
 
 def _check_ip(value: str) -> str:
@@ -43,8 +39,6 @@ def _check_cidr(value: str) -> str:
 
 
 def _modes() -> tuple[str, ...]:
-    from kpemu.model.modes import MODE_FACTS  # its rows name this module's release constants
-
     return tuple(MODE_FACTS)
 
 
@@ -79,8 +73,6 @@ class KubeProxy(Strict):
     def _newest_for_mode(cls, data: Any) -> Any:
         """No version given: the newest release kpemu models for the mode (nftables stops before 1.37)."""
         if isinstance(data, dict) and "version" not in data:
-            from kpemu.model.modes import MODE_FACTS
-
             facts = MODE_FACTS.get(str(data.get("mode", "iptables")))
             if facts is not None and facts.last_minor is not None:
                 return {**data, "version": f"1.{facts.last_minor}"}
@@ -377,6 +369,14 @@ class Topology(Strict):
         """Members that run as containers (`image:` given), by member name."""
         return {m.name: m for m in [*self.pods, *self.externals] if m.has_image}
 
-    def service(self, key: str) -> Service:
+    def service(self, key: str) -> Service | None:
+        """The Service `key` names (namespace/name; the namespace is default when left out), or None."""
         ns, _, name = key.rpartition("/")
-        return next(s for s in self.services if s.name == name and s.namespace == (ns or "default"))
+        return next((s for s in self.services if s.name == name and s.namespace == (ns or "default")), None)
+
+    def member_kinds(self) -> dict[str, str]:
+        """Every lab member (node, pod, external) by name -> which of the three it is."""
+        out = {n.name: "node" for n in self.nodes}
+        out.update({p.name: "pod" for p in self.pods})
+        out.update({e.name: "external" for e in self.externals})
+        return out

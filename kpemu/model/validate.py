@@ -9,16 +9,9 @@ from collections.abc import Callable, Iterable
 from kpemu import cni as cni_registry
 from kpemu.errors import Problem
 from kpemu.model.limits import Machine, Need, descriptors_needed, limit_problems
-from kpemu.model.modes import MODE_FACTS
+from kpemu.model.modes import MODE_FACTS, NEWEST_MINOR, OLDEST_MINOR
 from kpemu.model.names import NETNS_NAME_MAX, netns_name
-from kpemu.model.topology import (
-    NEWEST_MINOR,
-    OLDEST_MINOR,
-    Container,
-    Pod,
-    Service,
-    Topology,
-)
+from kpemu.model.topology import Container, Pod, Service, Topology
 
 Net = ipaddress.IPv4Network
 Report = Callable[[str, str], None]
@@ -178,7 +171,7 @@ def check_topology(topo: Topology, file: str) -> list[Problem]:
             if not e.backends:
                 bad(f"externals[{i}].backends", "a loadbalancer needs backends: [namespace/service]")
             for j, key in enumerate(e.backends):
-                svc = _find_service(topo, key)
+                svc = topo.service(key)
                 if svc is None:
                     bad(f"externals[{i}].backends[{j}]", f"unknown service {key!r}; expected namespace/name")
                 elif not any(p.nodePort for p in svc.ports):
@@ -205,11 +198,6 @@ def check_topology(topo: Topology, file: str) -> list[Problem]:
         if keys.index(k) != i:
             bad(f"services[{i}].name", f"service {k} is defined twice")
     return problems
-
-
-def _find_service(topo: Topology, key: str) -> Service | None:
-    ns, _, name = key.rpartition("/")
-    return next((s for s in topo.services if s.name == name and s.namespace == (ns or "default")), None)
 
 
 def _check_kube_proxy(topo: Topology, bad: Report) -> None:

@@ -2,21 +2,25 @@
 
 Layout: one namespace per node, pod and external, plus `kp-<lab>-underlay`, a router that holds
 the node network's bridge (`br0`, gateway address) and one bridge per external subnet, and routes
-between them. Nodes reach externals through it, so nothing ever leaves the lab's namespaces.
+between them. Nodes reach externals through it, so nothing ever leaves the lab's namespaces. The
+pods and the links between nodes are the CNI's: its planner (`kpemu.cni.cni_of(topo).plan`) is passed
+in, so this floor imports nothing of the CNIs built on it.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
+from collections.abc import Callable
 
-from kpemu.cni import cni_of
 from kpemu.model.names import netns_name, short_ifname
 from kpemu.model.topology import External, Topology
 from kpemu.plan.parts import Parts
 from kpemu.plan.types import Interface, Namespace, Plan, Route, Rules, Sysctl
 
 UNDERLAY = "underlay"
+# A CNI's planner (kpemu.cni.spec.Cni.plan): adds its devices, pod wiring, routes and rules on every node.
+CniPlanner = Callable[[Topology, Parts], None]
 
 
 def external_gateways(topo: Topology) -> dict[ipaddress.IPv4Network, str]:
@@ -41,8 +45,9 @@ def _namespace_sysctls(ns: str, forward: bool) -> list[Sysctl]:
     ]
 
 
-def plan_fabric(topo: Topology) -> Plan:
-    """The whole desired kernel state of the lab (without kube-proxy's rules)."""
+def plan_fabric(topo: Topology, cni: CniPlanner) -> Plan:
+    """The whole desired kernel state of the lab (without kube-proxy's rules), its pods and overlay wired
+    by `cni`."""
     p = Parts()
     lab = topo.name
     under = netns_name(lab, UNDERLAY)
@@ -73,7 +78,7 @@ def plan_fabric(topo: Topology) -> Plan:
         via = topo.node(r.via).ip if r.via in {n.name for n in topo.nodes} else r.via
         p.routes.append(Route(under, r.dst, via=via, dev="br0"))
 
-    cni_of(topo).plan(topo, p)
+    cni(topo, p)
     return p.freeze(lab)
 
 
@@ -117,6 +122,7 @@ def loadbalancer_rules(topo: Topology, lb: External) -> str:
     lines = ["*nat", ":KPEMU-LB - [0:0]", "-A PREROUTING -j KPEMU-LB"]
     for key in lb.backends:
         svc = topo.service(key)
+        assert svc is not None  # validated: every backend of a load balancer is a Service
         for port in svc.ports:
             if port.nodePort is None:
                 continue
@@ -133,6 +139,6 @@ def loadbalancer_rules(topo: Topology, lb: External) -> str:
     return "\n".join(lines)
 
 
-def capture_points(topo: Topology) -> set[str]:
-    """Every interface a capture can be taken on, as "member/interface" (what a hop's `at` names)."""
-    return {f"{i.member}/{i.name}" for i in plan_fabric(topo).interfaces}
+def capture_points(plan: Plan) -> set[str]:
+    """Every interface of the plan a capture can be taken on, as "member/interface" (what a hop's `at` names)."""
+    return {f"{i.member}/{i.name}" for i in plan.interfaces}

@@ -1,10 +1,15 @@
-"""Which packets a flow's trace covers (pure): the tuples a flow's packets can carry, and the
-iptables TRACE rules that select them. Built on the host (kpemu.analyse.explain.flow_match), carried
-in the job, installed by kpemu.kernel.trace / kernel.nfttrace wherever the job runs."""
+"""A flow's trace (pure): which packets it covers, and what it brought back.
+
+`FlowMatch` holds the tuples a flow's packets can carry, and `trace_restore_text` the iptables TRACE
+rules that select them: built on the host (kpemu.analyse.explain.flow_match), carried in the job,
+installed by kpemu.kernel.trace / kernel.nfttrace wherever the job runs. `TraceData` is what the
+executor brings back for the flow (trace texts, the `CounterSnapshot`s around it, kernel drops), carried
+in collected.json to the analysis (kpemu.analyse.explain).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 LOST_EVENTS = "No buffer space available"  # xtables-monitor's last words when its socket overflowed
 
@@ -50,3 +55,25 @@ def trace_restore_text(m: FlowMatch, op: str = "-A") -> str:
         for args in trace_rule_args(m):
             lines.append(" ".join([op, chain, *(f'"{a}"' if " " in a else a for a in args)]))
     return "\n".join([*lines, "COMMIT"]) + "\n"
+
+
+@dataclass(frozen=True)
+class CounterSnapshot:
+    """Per node: `iptables-save -c` text; `ipvsadm -Ln --stats` text when the mode balances with IPVS
+    (read by kpemu.kernel.snapshot)."""
+
+    iptables: dict[str, str] = field(default_factory=dict)
+    ipvs_stats: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TraceData:
+    """What the kernel side collected for one flow (texts only; empty when tracing was off)."""
+
+    texts: dict[str, str] = field(default_factory=dict)  # node -> xtables-monitor --trace output
+    unavailable: str | None = None
+    before: CounterSnapshot | None = None  # the counters just before the flow, and just after
+    after: CounterSnapshot | None = None
+    drops_unavailable: str | None = None
+    drop_members: dict[str, str] = field(default_factory=dict)  # netns inode -> lab member
+    drops: str = ""  # the kernel drop tracer's text inside this flow's window (kernel/drops.py)

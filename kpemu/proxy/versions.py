@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Protocol
 
-from kpemu.model.topology import NEWEST_MINOR as NEWEST
-from kpemu.model.topology import OLDEST_MINOR as OLDEST
+from kpemu.model.modes import NEWEST_MINOR as NEWEST
+from kpemu.model.modes import OLDEST_MINOR as OLDEST
 
 
 class _Settings(Protocol):

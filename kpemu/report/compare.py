@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kpemu.report.mermaid import change_text, hop_point
+from kpemu.report.runreport import FlowReport, RunReport
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def _norm(ep: str, fixed: Collection[int]) -> str:
     return ep
 
 
-def pick_connection(flow: Mapping, backend: str | None) -> list[dict]:
+def pick_connection(flow: FlowReport, backend: str | None) -> list[dict]:
     """The hops of the connection answered by `backend` (else the flow's representative hops)."""
     if backend:
         for c in flow.get("connections") or []:
@@ -74,7 +75,7 @@ def pick_connection(flow: Mapping, backend: str | None) -> list[dict]:
     return list(flow.get("hops") or [])
 
 
-def compare_flow(a: Mapping, b: Mapping, fixed: Collection[int]) -> list[CompareRow]:
+def compare_flow(a: FlowReport, b: FlowReport, fixed: Collection[int]) -> list[CompareRow]:
     """Align two ledgers of one flow by capture point (per direction) and mark the differences.
 
     The B side shows the connection answered by the same backend as A's representative one,
@@ -109,8 +110,8 @@ def compare_flow(a: Mapping, b: Mapping, fixed: Collection[int]) -> list[Compare
     return rows
 
 
-def print_comparison(console: Console, scenario: str, modes: tuple[str, str], a: Mapping | None,
-                     b: Mapping | None, fixed: Collection[int], notes: Mapping[str, str] | None = None) -> int:
+def print_comparison(console: Console, scenario: str, modes: tuple[str, str], a: RunReport | None,
+                     b: RunReport | None, fixed: Collection[int], notes: Mapping[str, str] | None = None) -> int:
     """Print every flow's two ledgers side by side; returns the number of rows that differ."""
     notes = notes or {}
     for mode, data in zip(modes, (a, b), strict=True):

@@ -7,7 +7,7 @@ the chains and hook walk of the first packet, the hook claim, model vs kernel, t
 that moved, the IPVS decisions, and the sequence diagram as inline SVG (Mermaid source alongside).
 Wide things (diagrams, tables) scroll inside their own box; no text is cut.
 
-Input is hops.json's dict (DESIGN.md section 5), the topology, optionally per-hop extras
+Input is hops.json's dict (kpemu.report.runreport.RunReport), the topology, optionally per-hop extras
 (`details[flow][hop index] = {"rules": [...], "capture": [...]}`) and the run's files (relative paths).
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from kpemu.model.topology import Topology
 from kpemu.report.graph import topology_svg
 from kpemu.report.mermaid import change_text, hop_point, sequence_diagram, tuple_text
+from kpemu.report.runreport import RunReport
 from kpemu.report.table import DIED, hop_numbers, verdict_lines
 from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
 
@@ -273,7 +274,7 @@ def _checks(checks: Sequence[Mapping]) -> str:
         _table(["flow", "check", "result", "expected", "seen"], rows, "checks") + "</section>"
 
 
-def render_html(hops: Mapping, topo: Topology | None = None,
+def render_html(hops: RunReport, topo: Topology | None = None,
                 details: Mapping[str, Mapping[int, Mapping]] | None = None,
                 extra_sections: Mapping[str, str] | None = None, files: Sequence[str] = ()) -> str:
     """The whole report page (a string; nothing is fetched when it is opened). `files`: the run's

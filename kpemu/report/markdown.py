@@ -1,16 +1,15 @@
 """report.md: per flow the hop table (with the rule or IPVS decision that changed each hop), the
 client outcomes, conntrack/IPVS entries, the chains and hook walk of the first packet, the hook
 claim checked, model vs kernel, rule counters that moved, a Mermaid sequence diagram, PASS/FAIL
-(pure)."""
+(pure), from the run's hops.json (kpemu.report.runreport)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kpemu.analyse.expect import Check
-from kpemu.analyse.ledger import ConnLedger, FlowLedger
-from kpemu.report.mermaid import sequence_diagram
-from kpemu.report.table import HEADERS, hop_rows, verdict_lines, verdict_row
+from kpemu.report.mermaid import hop_point, sequence_diagram
+from kpemu.report.runreport import ConnectionReport, FlowReport, RunReport, representative, request_hops
+from kpemu.report.table import HEADERS, endpoint, hop_rows, verdict_lines, verdict_row
 from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
 
 HOP_HEADERS = (HEADERS[0], "frame", *HEADERS[1:])
@@ -21,7 +20,7 @@ def _md_row(cells: tuple[str, ...] | list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|").replace("\r", "").replace("\n", "<br>") for c in cells) + " |"
 
 
-def explain_lines(flow: Mapping) -> list[str]:
+def explain_lines(flow: FlowReport) -> list[str]:
     """Markdown for one hops.json flow's explanation: chains, hooks, the hook claim, oracle, counters, diagram."""
     out: list[str] = []
     trace = flow.get("trace") or {}
@@ -68,68 +67,70 @@ def fault_lines(faults: Sequence[Mapping]) -> list[str]:
     return [*out, ""]
 
 
-def _answer_lines(c: ConnLedger) -> list[str]:
+def _answer_lines(c: ConnectionReport) -> list[str]:
     """What the client read on the representative connection (the HTTP status and body)."""
-    head = f"Connection {c.index} got" + (f" HTTP {c.status}" if c.status is not None else "") + ":"
-    body = (c.answer or "").strip()
+    status = c.get("status")
+    head = f"Connection {c['index']} got" + (f" HTTP {status}" if status is not None else "") + ":"
+    body = (c.get("reply") or "").strip()
     return [head, "", "```", body[:400] or "(empty)", "```", ""]
 
 
-def render_markdown(scenario: str, runtime: str, reason: str, kernel: str, ledgers: list[FlowLedger],
-                    checks: list[Check], seconds: float, flows_json: Sequence[Mapping] | None = None,
-                    mode: str | None = None, faults: Sequence[Mapping] = ()) -> str:
-    """The whole report.md (`flows_json`: hops.json's flows, for the explanation and the diagram)."""
-    ok = all(c.ok for c in checks)
-    by_name = {str(f.get("name")): f for f in flows_json or []}
-    out = [f"# {scenario}: {'PASS' if ok else 'FAIL'}", "",
-           f"- runtime: {runtime} ({reason})", f"- kernel: {kernel}", f"- duration: {seconds:.2f}s"]
+def render_markdown(report: RunReport) -> str:
+    """The whole report.md of a run's hops.json."""
+    checks = report["checks"]
+    ok = all(c["ok"] for c in checks)
+    out = [f"# {report['scenario']}: {'PASS' if ok else 'FAIL'}", "",
+           f"- runtime: {report['runtime']} ({report['reason']})", f"- kernel: {report['kernel']}",
+           f"- duration: {report['seconds']:.2f}s"]
+    mode = report.get("mode")
     out += [f"- kube-proxy mode: {mode}", ""] if mode else [""]
-    out += fault_lines(faults)
-    for fl in ledgers:
-        rep = fl.representative
-        out += [f"## flow {fl.name}: {fl.src_member} -> {fl.dst} ({fl.protocol})", ""]
-        outcomes = [c.outcome for c in fl.connections]
-        backends = sorted({c.backend for c in fl.connections if c.backend})
+    out += fault_lines(report.get("faults") or [])
+    for flow in report["flows"]:
+        rep = representative(flow)
+        out += [f"## flow {flow['name']}: {flow['from']} -> {flow['to']} ({flow['protocol']})", ""]
+        outcomes = [c["outcome"] for c in flow["connections"]]
+        backends = sorted({c["backend"] for c in flow["connections"] if c["backend"]})
         out.append(f"{len(outcomes)} connection(s): "
                    + ", ".join(f"{o} x{outcomes.count(o)}" for o in sorted(set(outcomes)))
                    + (f"; answered by {', '.join(backends)}" if backends else ""))
         out.append("")
-        if rep and (rep.status is not None or rep.sport is None):  # HTTP, or a container client's command
+        if rep and (rep.get("status") is not None or rep["sport"] is None):  # HTTP, or a container client's command
             out += _answer_lines(rep)
-        if rep and rep.hops:
-            out += [f"Connection {rep.index} (`{rep.marker}`, outcome {rep.outcome}"
-                    + (f", backend {rep.backend}" if rep.backend else "") + "):", "",
+        if rep and rep["hops"]:
+            out += [f"Connection {rep['index']} (`{rep['marker']}`, outcome {rep['outcome']}"
+                    + (f", backend {rep['backend']}" if rep["backend"] else "") + "):", "",
                     _md_row(HOP_HEADERS), _md_row(["---"] * len(HOP_HEADERS))]
-            out += [_md_row([r[0], str(h.frame or ""), *r[1:]]) for r, h in zip(hop_rows(rep.hops), rep.hops,
-                                                                                  strict=True)]
-            verdict = (by_name.get(fl.name) or {}).get("verdict")
+            out += [_md_row([r[0], str(h["frame"] or ""), *r[1:]]) for r, h in zip(hop_rows(rep["hops"]), rep["hops"],
+                                                                                     strict=True)]
+            verdict = flow.get("verdict")
             if verdict:
                 row = verdict_row(verdict)
                 out += [_md_row([row[0], "", *row[1:]]), ""]
                 out += [f"**{line}**" if i == 0 else line for i, line in enumerate(verdict_lines(verdict))]
-            tshark, _ = commands(RUN_PCAPNG, fl.name, rep.index)
-            out += ["", f"Frames are numbered in `{RUN_PCAPNG}` (this flow alone: `{flow_pcapng(fl.name)}`). "
+            tshark, _ = commands(RUN_PCAPNG, flow["name"], rep["index"])
+            out += ["", f"Frames are numbered in `{RUN_PCAPNG}` (this flow alone: `{flow_pcapng(flow['name'])}`). "
                     "This connection hop by hop, in tshark (in Wireshark: the same -d, -o and -Y):", "",
                     "```sh", tshark, "```", ""]
         else:
             out += ["No packet of this flow was captured.", ""]
-        if rep and rep.conntrack:
-            out += ["conntrack:", "", "```"] + [f"{e['node']}: {e['line']}" for e in rep.conntrack] + ["```", ""]
-        if rep and rep.ipvs:
-            out += ["IPVS connections:", "", "```"] + [f"{e['node']}: {e['line']}" for e in rep.ipvs] + ["```", ""]
-        per_conn = [c for c in fl.connections if c.backend or c.request]
+        if rep and rep["conntrack"]:
+            out += ["conntrack:", "", "```"] + [f"{e['node']}: {e['line']}" for e in rep["conntrack"]] + ["```", ""]
+        if rep and rep["ipvs"]:
+            out += ["IPVS connections:", "", "```"] + [f"{e['node']}: {e['line']}" for e in rep["ipvs"]] + ["```", ""]
+        per_conn = [c for c in flow["connections"] if c["backend"] or request_hops(c)]
         if len(per_conn) > 1:
             out += ["| conn | outcome | backend | tuple at the backend |", "| --- | --- | --- | --- |"]
-            for c in fl.connections:
-                last = c.request[-1] if c.request else None
-                at = f"{last.point}: {last.src} > {last.dst}" if last else ""
-                out.append(_md_row([str(c.index), c.outcome, c.backend or "", at]))
+            for c in flow["connections"]:
+                request = request_hops(c)
+                last = request[-1] if request else None
+                at = (f"{hop_point(last)}: {endpoint(last['src'], last['sport'])} > "
+                      f"{endpoint(last['dst'], last['dport'])}") if last else ""
+                out.append(_md_row([str(c["index"]), c["outcome"], c["backend"] or "", at]))
             out.append("")
-        if fl.name in by_name:
-            out += explain_lines(by_name[fl.name])
+        out += explain_lines(flow)
     out += ["## expectations", "", "| flow | check | expected | seen | result |", "| --- | --- | --- | --- | --- |"]
-    out += [_md_row([c.flow, c.what, c.expected, c.seen, "PASS" if c.ok else "FAIL"]) for c in checks]
+    out += [_md_row([c["flow"], c["what"], c["expected"], c["seen"], "PASS" if c["ok"] else "FAIL"]) for c in checks]
     for c in checks:
-        if c.diff:
-            out += ["", f"### {c.flow}: {c.what}", "", "```diff", c.diff, "```"]
+        if c["diff"]:
+            out += ["", f"### {c['flow']}: {c['what']}", "", "```diff", c["diff"], "```"]
     return "\n".join(out) + "\n"

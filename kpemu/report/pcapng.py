@@ -15,7 +15,7 @@ from pathlib import Path
 from kpemu.analyse.ledger import ConnLedger, FlowLedger, Hop, PointInfo
 from kpemu.capture.pcap import Pkt
 from kpemu.capture.pcapng import Frame, read_frames, write_pcapng
-from kpemu.report.table import hop_numbers
+from kpemu.report.table import change_summary, hop_numbers
 from kpemu.report.wireshark import RUN_PCAPNG, conn_tag, flow_pcapng
 
 
@@ -27,7 +27,8 @@ class _Tag:
 
 
 def _hop_comment(fl: FlowLedger, c: ConnLedger, num: str, h: Hop) -> str:
-    changes = "; ".join(ch.describe() + (f" ({', '.join(ch.by)})" if ch.by else "") for ch in h.changed_by)
+    changes = "; ".join(change_summary(ch.to_json()) + (f" ({', '.join(ch.by)})" if ch.by else "")
+                        for ch in h.changed_by)
     return f"{conn_tag(fl.name, c.index)} hop {num} {h.direction} at {h.point}" + (f": {changes}" if changes else "")
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from kpemu.analyse.ledger import Hop
+from kpemu.report.mermaid import hop_point
+from kpemu.report.runreport import ChangeReport, HopReport
 
 HEADERS = ("hop", "where", "src", "dst", "what changed", "by")
 
@@ -20,19 +22,31 @@ def hop_numbers(hops: Iterable[Hop | Mapping]) -> list[str]:
     return out
 
 
-def hop_rows(hops: list[Hop]) -> list[tuple[str, str, str, str, str, str]]:
-    """One row per hop; request hops numbered 1.., reply hops r1.."""
+def endpoint(ip: str, port: int | None) -> str:
+    """`ip:port`, or the address alone for a packet without ports."""
+    return f"{ip}:{port}" if port is not None else ip
+
+
+def change_summary(c: ChangeReport) -> str:
+    """What one change did, without who did it: "DNAT dst A -> B", or "encap vxlan ..." for the outer header."""
+    return f"{c['kind']} {c['field']} {c['from']} -> {c['to']}" if c["field"] != "outer" else (
+        f"{c['kind']} {c['to'] or c['from']}")
+
+
+def hop_rows(hops: Sequence[HopReport]) -> list[tuple[str, str, str, str, str, str]]:
+    """One row per hop of hops.json; request hops numbered 1.., reply hops r1.."""
     rows = []
     for num, h in zip(hop_numbers(hops), hops, strict=True):
-        flags = f" [{h.pkt.flags}]" if h.pkt.flags else f" ({h.pkt.proto})"
-        src, dst = h.src, h.dst + flags
-        if h.pkt.outer:
-            o = h.pkt.outer
-            vni = f" vni {o.vni}" if o.vni is not None else ""
-            dst += f" in {o.type}{vni} {o.src} > {o.dst}"
-        what = "; ".join(c.describe() for c in h.changed_by)
-        by = ", ".join(sorted({(c.node or "?") + (f": {', '.join(c.by)}" if c.by else "") for c in h.changed_by}))
-        rows.append((num, h.point, src, dst, what, by))
+        flags = f" [{h['flags']}]" if h["flags"] else f" ({h['proto']})"
+        src, dst = endpoint(h["src"], h["sport"]), endpoint(h["dst"], h["dport"]) + flags
+        o = h["outer"]
+        if o:
+            vni = f" vni {o['vni']}" if o["vni"] is not None else ""
+            dst += f" in {o['type']}{vni} {o['src']} > {o['dst']}"
+        changes = h["changed_by"]
+        what = "; ".join(change_summary(c) for c in changes)
+        by = ", ".join(sorted({(c["node"] or "?") + (f": {', '.join(c['by'])}" if c["by"] else "") for c in changes}))
+        rows.append((num, hop_point(h), src, dst, what, by))
     return rows
 
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from kpemu.model.scenario import load_scenario
+from kpemu.inputs.scenario import load_scenario
 from scripts.bench import ROOT
 
 RUNS = 3

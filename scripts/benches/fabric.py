@@ -12,6 +12,7 @@ import time
 import yaml
 
 from kpemu import lab
+from kpemu.cni import cni_of
 from kpemu.jobs.execute import run_step
 from kpemu.kernel.netns import delete_netns
 from kpemu.model import topology_from_data
@@ -68,8 +69,8 @@ def deploy_destroy_medians(topo: Topology, runs: int) -> tuple[float, float]:
 
 def _time_fabric_only(topo: Topology, runs: int) -> tuple[float, float]:
     """The fabric alone (what the shell script does too): namespaces, links, addresses, routes, no rules."""
-    plan = plan_fabric(topo)
-    steps = [s.to_json() for s in fabric_steps(plan)]
+    plan = plan_fabric(topo, cni_of(topo).plan)
+    steps = fabric_steps(plan)
     ups, downs = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -84,7 +85,7 @@ def _time_fabric_only(topo: Topology, runs: int) -> tuple[float, float]:
 
 
 def _time_shell(topo: Topology, runs: int) -> tuple[float, float]:
-    plan = plan_fabric(topo)
+    plan = plan_fabric(topo, cni_of(topo).plan)
     up, down = plan_to_shell(plan), plan_teardown_shell(plan)
     ups, downs = [], []
     for _ in range(runs):
@@ -115,8 +116,9 @@ def bench_small_lab() -> list[dict[str, object]]:
 
 def _time_floor(topo: Topology, runs: int) -> tuple[float, float]:
     """The iproute2-only floor: the lab's namespaces and veth pairs, one `ip -batch` each way."""
-    steps = [s for s in fabric_steps(plan_fabric(topo)) if s.what in ("create the namespaces", "create the veth pairs")]
-    names = [ns.name for ns in plan_fabric(topo).namespaces]
+    plan = plan_fabric(topo, cni_of(topo).plan)
+    steps = [s for s in fabric_steps(plan) if s.what in ("create the namespaces", "create the veth pairs")]
+    names = [ns.name for ns in plan.namespaces]
     ups, downs = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -145,7 +147,7 @@ def bench_scale() -> list[dict[str, object]]:
     for nodes, runs in SCALES:
         topo = large_topology(nodes, PODS_PER_NODE, SERVICES, name=f"scalebench{nodes}")
         size = f"fabric.scale.{nodes}x{nodes * PODS_PER_NODE}"
-        namespaces = len(plan_fabric(topo).namespaces)
+        namespaces = len(plan_fabric(topo, cni_of(topo).plan).namespaces)
         fds = _open_fds()
         up, down = deploy_destroy_medians(topo, runs)
         f_up, f_down = _time_floor(topo, runs)

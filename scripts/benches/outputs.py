@@ -14,7 +14,7 @@ from scapy.utils import wrpcap
 
 from kpemu.analyse.ledger import PointInfo
 from kpemu.capture.pcap import read_pcap
-from kpemu.model.scenario import load_scenario
+from kpemu.inputs.scenario import load_scenario
 from kpemu.report.html import render_html
 from kpemu.report.pcapng import write_run_pcapngs
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from kpemu.cni import cni_of
 from kpemu.errors import EnvironmentProblem
+from kpemu.inputs.topology import load_topology
 from kpemu.jobs.build import deploy_job
 from kpemu.jobs.execute import run_step
-from kpemu.model import load_topology
 from kpemu.plan.batch import batch_step
 from kpemu.plan.fabric import plan_fabric
 from tests.conftest import TOPOLOGIES, needs_root
@@ -19,10 +20,10 @@ pytestmark = [needs_root, pytest.mark.root]
 
 def test_a_kernel_without_ipip_is_named_from_the_cni_registry(scratch: str) -> None:
     topo = load_topology(TOPOLOGIES / "calico-ipip.yaml")
-    job = deploy_job(topo, plan_fabric(topo), (6, 1))
+    job = deploy_job(topo, plan_fabric(topo, cni_of(topo).plan), (6, 1))
     step = batch_step(f"links and addresses in {scratch}", scratch, ["link set tunl0 mtu 1480", "link set tunl0 up"])
     try:
-        run_step(step.to_json(), job)
+        run_step(step, job)
     except EnvironmentProblem as e:
         assert (e.reason, e.fix) == ("this kernel has no IPIP tunnel (module ipip), which cni: calico-ipip needs",
                                      "run with --runtime vm (a guest kernel with ipip), or `modprobe ipip`")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from kpemu.inputs.scenario import load_scenario
 from kpemu.kernel.netns import list_netns
-from kpemu.model.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 KPEMU = [sys.executable, "-m", "kpemu.cli"]

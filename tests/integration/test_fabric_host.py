@@ -72,12 +72,13 @@ def test_deploy_twice_is_refused_without_touching_the_first(flannel_lab) -> None
 def test_failed_deploy_rolls_back() -> None:
     import dataclasses
 
+    from kpemu.cni import cni_of
     from kpemu.errors import ApplyError
     from kpemu.plan.fabric import plan_fabric
     from kpemu.plan.types import Address
 
     topo = lab_topology(TOPOLOGIES / "flannel-vxlan.yaml", "itroll")
-    plan = plan_fabric(topo)
+    plan = plan_fabric(topo, cni_of(topo).plan)
     broken = dataclasses.replace(
         plan, addresses=(*plan.addresses, Address("kp-itroll-node2", "nosuchdev", "10.9.9.9/32"))
     )

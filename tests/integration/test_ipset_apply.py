@@ -10,11 +10,12 @@ import subprocess
 
 import pytest
 
+from kpemu.inputs.topology import load_topology
 from kpemu.jobs.execute import run_step
+from kpemu.jobs.schema import Readback
 from kpemu.jobs.verify import readback_problems
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.snapshot import rules_text
-from kpemu.model import load_topology
 from kpemu.plan.batch import Step
 from kpemu.proxy.ipvs import ipvs_rules
 from kpemu.proxy.ipvs.ipset_text import IpSet, make_set, restore_input
@@ -32,8 +33,8 @@ def ns(scratch: str) -> str:
 
 def apply_ipsets(ns: str, sets: list[IpSet] | tuple[IpSet, ...]) -> list[str]:
     """The ipset step of a deploy, then the read-back problems (empty when equal)."""
-    run_step(Step("run", "ipset restore", ns, ("ipset", "restore", "-exist"), restore_input(sets)).to_json())
-    expected = [{"node": "n", "kind": "ipset", "expected": ipset_save_text(sets), "sets": [s.name for s in sets]}]
+    run_step(Step("run", "ipset restore", ns, ("ipset", "restore", "-exist"), restore_input(sets)))
+    expected = [Readback("n", "ipset", ipset_save_text(sets), sets=tuple(s.name for s in sets))]
     return readback_problems(expected, lambda _, kind: rules_text(ns, kind, "nft"))
 
 

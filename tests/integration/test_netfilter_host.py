@@ -8,11 +8,12 @@ from dataclasses import replace
 
 import pytest
 
+from kpemu.inputs.topology import load_topology
 from kpemu.jobs.execute import run_step
+from kpemu.jobs.schema import Readback
 from kpemu.jobs.verify import readback_problems
 from kpemu.kernel.netfilter import supports_random_fully
 from kpemu.kernel.snapshot import rules_text
-from kpemu.model import load_topology
 from kpemu.model.topology import Topology
 from kpemu.proxy.modes import mode_of
 from tests.conftest import ROOT, TOPOLOGIES, needs_root
@@ -27,9 +28,9 @@ def _with(topo: Topology, **kp: object) -> Topology:
 def _apply(ns: str, topo: Topology, node: str) -> list[dict]:
     """Run the node's kube-proxy steps in `ns`, assert the read-back equals; the expectations."""
     st = mode_of(topo).build(topo, node, (6, 1))
-    expected = list(st.readback)
+    expected = [Readback.from_json(r) for r in st.readback]
     for step in st.steps:
-        run_step(replace(step, ns=ns).to_json())
+        run_step(replace(step, ns=ns))
     assert readback_problems(expected, lambda _, kind: rules_text(ns, kind, topo.kubeProxy.backend)) == []
     return expected
 
@@ -55,7 +56,7 @@ def test_rich_rule_set_across_releases(scratch: str, version: str) -> None:
 
 def test_mismatch_names_first_differing_line(scratch: str) -> None:
     expected = _apply(scratch, load_topology(TOPOLOGIES / "flannel-vxlan.yaml"), "node1")
-    wrong = [{**e, "expected": e["expected"].replace("--probability 0.33333333349", "--probability 0.25000000000")}
+    wrong = [replace(e, expected=e.expected.replace("--probability 0.33333333349", "--probability 0.25000000000"))
              for e in expected]
     problems = readback_problems(wrong, lambda _, kind: rules_text(scratch, kind, "nft"))
     assert len(problems) == 1

@@ -10,12 +10,13 @@ from dataclasses import replace
 import pytest
 
 from kpemu.errors import ApplyError
+from kpemu.inputs.topology import load_topology
 from kpemu.jobs.execute import run_step
+from kpemu.jobs.schema import Readback
 from kpemu.jobs.verify import readback_problems
 from kpemu.kernel import nfacct
 from kpemu.kernel.netns import run_in
 from kpemu.kernel.snapshot import rules_text
-from kpemu.model import load_topology
 from kpemu.proxy.iptables import iptables_rules, restore_text, uses_nfacct
 from kpemu.proxy.modes import mode_of
 from tests.conftest import ROOT, needs_root
@@ -42,10 +43,10 @@ def test_upstream_overall_rules_with_nfacct_apply_and_read_back(scratch: str, ba
     topo = topo.model_copy(update={"kubeProxy": topo.kubeProxy.model_copy(update={"backend": backend})})
     assert uses_nfacct(topo)
     st = mode_of(topo).build(topo, "test-node", (6, 1))
-    expected = list(st.readback)
+    expected = [Readback.from_json(r) for r in st.readback]
     assert st.steps[0].kind == "nfacct"  # the counters exist before iptables-restore names them
     for step in st.steps:
-        run_step(replace(step, ns=scratch).to_json())
+        run_step(replace(step, ns=scratch))
     assert readback_problems(expected, lambda _, kind: rules_text(scratch, kind, backend)) == []
     saved = rules_text(scratch, "iptables", backend)
     assert "-A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name  ct_state_invalid_dropped_pkts" \

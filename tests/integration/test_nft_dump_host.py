@@ -11,9 +11,10 @@ from kpemu.analyse.oracle import Packet
 from kpemu.dumps.nft import parse_nft
 from kpemu.dumps.nftdrift import check_node_nft
 from kpemu.dumps.nftpath import nft_node, run_nft_trace
+from kpemu.inputs.topology import load_topology
 from kpemu.kernel import netns as nsmod
-from kpemu.model import load_topology
-from kpemu.model.topology import NEWEST_NFT_MINOR, OLDEST_NFT_MINOR, Topology
+from kpemu.model.modes import NEWEST_NFT_MINOR, OLDEST_NFT_MINOR
+from kpemu.model.topology import Topology
 from kpemu.proxy.nftables import nftables_transaction
 from tests.conftest import ROOT, needs_root
 

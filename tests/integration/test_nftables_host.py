@@ -10,11 +10,13 @@ from dataclasses import replace
 import pytest
 
 from kpemu.errors import ApplyError
+from kpemu.inputs.topology import load_topology
 from kpemu.jobs.execute import run_step
+from kpemu.jobs.schema import Readback
 from kpemu.jobs.verify import readback_problems
 from kpemu.kernel.snapshot import rules_text
-from kpemu.model import load_topology
 from kpemu.model.topology import Topology
+from kpemu.plan.batch import Step
 from kpemu.proxy.modes import mode_of
 from tests.conftest import ROOT, needs_root
 
@@ -25,14 +27,14 @@ DATA = ROOT / "tests" / "data"
 def _apply(ns: str, topo: Topology, node: str) -> list[dict]:
     """The node's nftables step (one `nft -f -`), then the read-back problems must be none; the expectations."""
     st = mode_of(topo).build(topo, node, (6, 1))
-    expected = list(st.readback)
+    expected = [Readback.from_json(r) for r in st.readback]
     for step in st.steps:
-        run_step(replace(step, ns=ns).to_json())
+        run_step(replace(step, ns=ns))
     assert _problems(ns, expected) == []
     return expected
 
 
-def _problems(ns: str, expected: list[dict]) -> list[str]:
+def _problems(ns: str, expected: list[Readback]) -> list[str]:
     return readback_problems(expected, lambda _, kind: rules_text(ns, kind, "nft"))
 
 
@@ -72,7 +74,7 @@ def test_rich_rule_set_across_releases(scratch: str, version: str, node: str) ->
 
 def test_readback_difference_names_the_first_line(scratch: str) -> None:
     expected = _apply(scratch, _topo := load_topology(DATA / "nftables" / "worked-1.33.yaml"), "node-a")
-    wrong = [{**e, "expected": e["expected"].replace("masquerade fully-random", "masquerade")} for e in expected]
+    wrong = [replace(e, expected=e.expected.replace("masquerade fully-random", "masquerade")) for e in expected]
     problems = _problems(scratch, wrong)
     assert len(problems) == 1 and problems[0].startswith(
         "node-a: nft list table ip kube-proxy read back differs from the plan: line ")
@@ -80,8 +82,7 @@ def test_readback_difference_names_the_first_line(scratch: str) -> None:
 
 
 def test_refused_transaction_is_an_apply_error(scratch: str) -> None:
-    step = {"kind": "run", "what": "node-a: kube-proxy's nftables transaction", "ns": scratch,
-            "argv": ["nft", "-f", "-"], "input": "add rule ip kube-proxy no-such-chain drop\n", "sysctls": [],
-            "devices": []}
+    step = Step("run", "node-a: kube-proxy's nftables transaction", scratch, ("nft", "-f", "-"),
+                "add rule ip kube-proxy no-such-chain drop\n")
     with pytest.raises(ApplyError, match="node-a: kube-proxy's nftables transaction: nft -f failed: "):
         run_step(step)

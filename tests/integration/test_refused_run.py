@@ -12,8 +12,8 @@ import pytest
 
 from kpemu import lab
 from kpemu.cli import main
+from kpemu.inputs.scenario import load_scenario
 from kpemu.kernel import netns as nsmod
-from kpemu.model.scenario import load_scenario
 from tests.conftest import ROOT, SCENARIOS, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from kpemu.model import load_topology
-from kpemu.model.scenario import load_scenario
+from kpemu.inputs.scenario import load_scenario
+from kpemu.inputs.topology import load_topology
 from kpemu.report.html import render_html
 from tests.conftest import ROOT, SCENARIOS, TOPOLOGIES
 from tests.unit.test_mermaid import FLOW

@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from kpemu import faults as fault_registry
+from kpemu.cni import cni_of
+from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs import execute
+from kpemu.jobs.schema import Job
 from kpemu.kernel.drops import (
     BPFTRACE_WRAPPER,
     INSTANCE_PREFIX,
@@ -24,10 +28,8 @@ from kpemu.kernel.drops import (
     why_unavailable,
 )
 from kpemu.kernel.netns import list_netns, run_in
-from kpemu.kernel.probe import FAULT_FEATURES
-from kpemu.model.scenario import load_scenario
 from kpemu.plan.fabric import plan_fabric
-from kpemu.run import analyse, collected_from_json, resolved, scenario_job
+from kpemu.run import analyse, resolved, scenario_job
 from kpemu.statedir import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,17 +40,18 @@ DROP_RULE = ('-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "default/web
 FLOW = "to-node-without-endpoint"
 
 
-def _verdict(sc, job: dict, state, out: Path) -> dict:
+def _verdict(sc, job: Job, state, out: Path) -> dict:
     """One pass of the flow's traffic in the deployed lab, analysed: the flow of hops.json."""
     execute.prepare_out(out)
     drops = start_drop_tracing(out / "drops-raw.txt")
     try:
         drops.watch(state.members)
-        col = execute._traffic(job, out, execute._quiet, drops)
+        gathered = execute._Gathered()
+        execute._traffic(job, out, execute._quiet, gathered, drops)
     finally:
         drops.stop()
-    a = analyse(sc, plan_fabric(sc.topology), collected_from_json(col), out, False, "host", "test",
-                os.uname().release)
+    a = analyse(sc, plan_fabric(sc.topology, cni_of(sc.topology).plan), gathered.collected(job, 0.0), out, False,
+                "host", "test", os.uname().release)
     return next(f for f in a.hops["flows"] if f["name"] == FLOW)
 
 
@@ -89,7 +92,7 @@ def test_removing_the_dropping_rule_by_hand_changes_the_verdict(tmp_path: Path) 
 def test_fault_scenario_dies_where_and_why_it_expects(path: Path, tmp_path: Path) -> None:
     if why_unavailable() is not None:
         pytest.skip(f"kernel drop reasons unavailable: {why_unavailable()}")
-    if any(f.kind in FAULT_FEATURES for f in load_scenario(path).spec.faults):
+    if any(fault_registry.FAULTS[f.kind].features for f in load_scenario(path).spec.faults):
         pytest.skip("a fault that only kpemu's guest kernel may apply (tests/vm runs it)")
     res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", str(path), "--runtime", "host",
                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=180)

@@ -17,20 +17,22 @@ import yaml
 
 from kpemu import cni as registry
 from kpemu.analyse.oracle import node_local_addresses
+from kpemu.cni import cni_of
 from kpemu.cni.pods import pod_namespace
 from kpemu.cni.spec import Cni, DeviceNeed
 from kpemu.errors import EnvironmentProblem, InputError
+from kpemu.faults import plan_fault
+from kpemu.inputs.topology import read_objects
 from kpemu.jobs.build import deploy_job
 from kpemu.jobs.execute import _failure
 from kpemu.k8s.convert import topology_data
-from kpemu.k8s.objects import read_objects
 from kpemu.kernel.probe import requirements
 from kpemu.model import topology_from_data
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Node, Topology
+from kpemu.plan.batch import Step
 from kpemu.plan.fabric import plan_fabric
-from kpemu.plan.faults import plan_fault
 from kpemu.plan.parts import Parts
 from kpemu.plan.types import Route
 from kpemu.proxy.ipvs import ipvs_rules
@@ -83,7 +85,7 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> Topology:
 
 
 def test_a_registered_cni_is_planned_from_its_spec_alone(toy: Topology) -> None:
-    plan = plan_fabric(toy)
+    plan = plan_fabric(toy, cni_of(toy).plan)
     node1, node2 = (n.name for n in toy.nodes[:2])
     assert {(b.ns, b.name) for b in plan.bridges if b.name == TOY_BRIDGE} == {
         (netns_name(toy.name, n.name), TOY_BRIDGE) for n in toy.nodes}
@@ -103,10 +105,10 @@ def test_every_consumer_asks_the_registry(toy: Topology, tmp_path: Path) -> None
     assert f">{TOY_BRIDGE}</text>" in topology_html(toy)
     assert open_options()[:4] == ["-d", "udp.port==8472,vxlan", "-d", "udp.port==4789,vxlan"]
     assert "match:physdev" in requirements(TOY, "iptables") and "vxlan" not in requirements(TOY, "iptables")
-    job = deploy_job(toy, plan_fabric(toy), (6, 1))
+    job = deploy_job(toy, plan_fabric(toy, cni_of(toy).plan), (6, 1))
     with pytest.raises(EnvironmentProblem, match="no bridge module, which cni: toy-gw needs"):
-        _failure({"argv": ["ip"], "input": f"link add {TOY_BRIDGE} type bridge\n"}, "Unknown device type",
-                  job["device_needs"])
+        _failure(Step("run", "toy bridge", argv=("ip",), input=f"link add {TOY_BRIDGE} type bridge\n"),
+                 "Unknown device type", job.device_needs)
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "annotations": {"toy.example/gateway": "y"}},
             "spec": {"podCIDR": "10.244.0.0/24"}, "status": {"addresses": [{"type": "InternalIP",
                                                                              "address": "192.168.1.10"}]}}
@@ -127,11 +129,11 @@ def test_a_cni_without_a_tunnel_address_rejects_tunnel_ip(monkeypatch: pytest.Mo
 
 def test_the_calico_device_need_travels_with_the_job() -> None:
     topo = topology_from_data(yaml.safe_load((TOPOLOGIES / "calico-ipip.yaml").read_text()), "calico.yaml")
-    job = deploy_job(topo, plan_fabric(topo), (6, 1))
-    step = {"argv": ["ip", "-batch", "-"], "input": "link set tunl0 mtu 1480\n"}
+    job = deploy_job(topo, plan_fabric(topo, cni_of(topo).plan), (6, 1))
+    step = Step("run", "tunl0", argv=("ip", "-batch", "-"), input="link set tunl0 mtu 1480\n")
     with pytest.raises(EnvironmentProblem, match=r"no IPIP tunnel \(module ipip\), which cni: calico-ipip needs"):
-        _failure(step, 'Cannot find device "tunl0"', job["device_needs"])
-    assert _failure(step, "RTNETLINK answers: File exists", job["device_needs"]).endswith("File exists")
+        _failure(step, 'Cannot find device "tunl0"', job.device_needs)
+    assert _failure(step, "RTNETLINK answers: File exists", job.device_needs).endswith("File exists")
 
 
 def test_unknown_names_are_input_errors() -> None:
@@ -146,7 +148,7 @@ def test_unknown_names_are_input_errors() -> None:
 
 def test_the_registry_is_a_leaf_and_model_validation_loads_no_plan_code() -> None:
     code = ("import sys; import kpemu.cni; print(sorted(m for m in sys.modules if m.startswith('kpemu'))); "
-            "from kpemu.model import load_topology; load_topology('topologies/calico-ipip.yaml'); "
+            "from kpemu.inputs.topology import load_topology; load_topology('topologies/calico-ipip.yaml'); "
             "print(sorted(m for m in sys.modules if m.startswith(('kpemu.plan', 'kpemu.cni.calico_ipip.plan'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.splitlines() == ["['kpemu', 'kpemu.cni', 'kpemu.errors']", "[]"]
@@ -159,14 +161,14 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_no_module_outside_the_cni_packages_names_a_cni() -> None:
-    """No CNI name literal or `cni ==` test outside kpemu/cni; fabric and the CNI packages do not
-    import each other (fabric reaches a CNI's plan only through the registry)."""
+    """No CNI name literal or `cni ==` test outside kpemu/cni; fabric imports no CNI (it is given the
+    CNI's planner) and the CNI packages do not import fabric."""
     kpemu = ROOT / "kpemu"
     names = "|".join(map(re.escape, registry.names()))
     literal = re.compile(rf"""["']({names})["']|\.cni\s*(==|!=)""")
     naming = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in kpemu.rglob("*.py")
               if (kpemu / "cni") not in p.parents for m in [literal.search(p.read_text())] if m]
     assert naming == []
-    assert {m for m in _imports(kpemu / "plan" / "fabric.py") if m.startswith("kpemu.cni")} == {"kpemu.cni"}
+    assert {m for m in _imports(kpemu / "plan" / "fabric.py") if m.startswith("kpemu.cni")} == set()
     for p in (kpemu / "cni").rglob("*.py"):
         assert "kpemu.plan.fabric" not in _imports(p), p

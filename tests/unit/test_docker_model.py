@@ -17,8 +17,9 @@ from kpemu.analyse.ledger import ConnLedger, FlowLedger
 from kpemu.docker.daemon import HOST_UNTOUCHED, PrivateDockerd
 from kpemu.docker.image import SERVE, busybox_path, rootfs_tar
 from kpemu.errors import InputError
+from kpemu.inputs.scenario import load_scenario
 from kpemu.model import topology_from_data
-from kpemu.model.scenario import Expectation, load_scenario
+from kpemu.model.scenario import Expectation
 from kpemu.traffic import http
 from kpemu.traffic.container import command_for, connection_result
 from tests.conftest import SCENARIOS, TOPOLOGIES
@@ -124,12 +125,14 @@ def test_container_command_is_filled_in(tmp_path: Path) -> None:
     flows = [{"name": "f", "from": "client", "to": {"pod": "web-0"}, "timeout": 2.5,
               "command": ["sh", "-c", "echo {marker} | nc -w {timeout} {dst} {port}"]},
              {"name": "g", "from": "client", "to": {"pod": "web-0"}, "http": "/x"}]
+    from kpemu.cni import cni_of
     from kpemu.jobs.build import collect_job
     from kpemu.plan.fabric import plan_fabric
 
     sc = load_scenario(scenario(tmp_path, flows, [], {"image": IMAGE, "command": ["sleep", "60"]}))
     ip = sc.topology.pods[0].ip
-    job_flows = collect_job(sc, plan_fabric(sc.topology), (6, 1))["flows"]  # as the executor gets them
+    plan = plan_fabric(sc.topology, cni_of(sc.topology).plan)
+    job_flows = [f.to_json() for f in collect_job(sc, plan, (6, 1)).flows]  # as executed
     assert job_flows[0]["container"] is True
     assert command_for(job_flows[0], 2) == ["sh", "-c", f"echo kpemu:f:002 | nc -w 2 {ip} 80"]
     assert command_for(job_flows[1], 0) == ["timeout", "2", "wget", "-S", "-q", "-O", "-", f"http://{ip}:80/x"]
@@ -206,14 +209,18 @@ def test_reports_show_what_an_http_flow_got() -> None:
     from kpemu.analyse.ledger import hops_json
     from kpemu.report.html import render_html
     from kpemu.report.markdown import render_markdown
+    from kpemu.report.runreport import RunReport
+
+    def report(fl: FlowLedger) -> RunReport:
+        return {"scenario": "s", "runtime": "host", "reason": "why", "kernel": "6.1", "ok": True,
+                "flows": [hops_json(fl, True)], "checks": [], "seconds": 1.0}
 
     fl = ledger((200, "kpemu pod nginx-1 <b>"))
-    md = render_markdown("s", "host", "why", "6.1", [fl], [], 1.0)
+    md = render_markdown(report(fl))
     assert "Connection 0 got HTTP 200:\n\n```\nkpemu pod nginx-1 <b>\n```" in md
-    page = render_html({"scenario": "s", "flows": [hops_json(fl, True)]})
+    page = render_html(report(fl))
     assert "<p>connection 0 got HTTP 200:</p><pre>kpemu pod nginx-1 &lt;b&gt;</pre>" in page
-    assert "got HTTP" not in render_markdown("s", "host", "why", "6.1", [ledger((None, "kpemu:f:000:reply:x"))],
-                                             [], 1.0)  # marker flows from bare clients look as before
+    assert "got HTTP" not in render_markdown(report(ledger((None, "kpemu:f:000:reply:x"))))  # bare clients' markers
 
 
 def test_namespace_client_speaks_http_and_names_the_pod_from_the_page() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kpemu.analyse.attribution import parse_trace
 from kpemu.analyse.explain import access_kind, flow_match, routed_pass
-from kpemu.model.scenario import load_scenario
+from kpemu.inputs.scenario import load_scenario
 from kpemu.plan.tracing import trace_rule_args
 from kpemu.report.compare import compare_flow
 

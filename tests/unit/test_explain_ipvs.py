@@ -15,12 +15,13 @@ import gzip
 import json
 from pathlib import Path
 
-from kpemu.analyse.explain import FlowExplanation, TraceData, explain_flow
+from kpemu.analyse.explain import FlowExplanation, explain_flow
 from kpemu.analyse.kstate import parse_ipvs_connections
 from kpemu.analyse.ledger import PointInfo, attach_state, build_flow_ledger
 from kpemu.analyse.oracle import Packet, predict_for_topology
 from kpemu.capture.pcap import Outer, Pkt
-from kpemu.model.scenario import load_scenario
+from kpemu.inputs.scenario import load_scenario
+from kpemu.plan.tracing import TraceData
 from kpemu.run import run_plan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from kpemu.faults import plan_fault
+from kpemu.inputs.topology import load_topology
 from kpemu.kernel.btf import FIELDS, VMLINUX, BtfError, member_offsets
 from kpemu.kernel.drops import bpf_program
 from kpemu.kernel.faults import rules_to_delete
-from kpemu.model import load_topology
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
-from kpemu.plan.faults import plan_fault
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -115,7 +115,7 @@ flows:
 
 
 def _stale_scenario(tmp_path: Path, text: str = STALE):
-    from kpemu.model.scenario import load_scenario
+    from kpemu.inputs.scenario import load_scenario
 
     d = tmp_path / "scenarios" / "faults"
     d.mkdir(parents=True)
@@ -125,7 +125,7 @@ def _stale_scenario(tmp_path: Path, text: str = STALE):
 
 
 def test_resync_text_keeps_kube_proxys_own_chains_and_deletes_the_chains_that_went_away() -> None:
-    from kpemu.plan.faults import resync_text
+    from kpemu.faults.stale_conntrack import resync_text
 
     old = ("*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-OLD - [0:0]\n"
            "-A KUBE-SVC-A -j KUBE-SEP-OLD\n-I PREROUTING 1 -j KUBE-SERVICES\nCOMMIT\n")
@@ -218,7 +218,8 @@ def test_conntrack_full_sets_the_kernel_wide_limit_only_in_the_guest_and_puts_it
 
 
 def test_a_fault_only_the_guest_may_apply_sends_the_scenario_to_the_guest() -> None:
-    from kpemu.kernel.probe import FAULT_FEATURES, Capabilities, Feature, _conntrack_max
+    from kpemu.faults import FAULTS
+    from kpemu.kernel.probe import Capabilities, Feature, _conntrack_max
     from kpemu.runtime import choose_runtime
 
     host = _conntrack_max()
@@ -229,5 +230,23 @@ def test_a_fault_only_the_guest_may_apply_sends_the_scenario_to_the_guest() -> N
                            "tool:iptables", "tool:tcpdump", "tool:conntrack", "vxlan", "br_netfilter",
                            "match:statistic")})
     assert choose_runtime("auto", [("flannel-vxlan", "iptables")], caps)[0] == "host"
-    runtime, why = choose_runtime("auto", [("flannel-vxlan", "iptables")], caps, FAULT_FEATURES["conntrack-full"])
+    runtime, why = choose_runtime("auto", [("flannel-vxlan", "iptables")], caps, FAULTS["conntrack-full"].features)
     assert runtime == "vm" and why == "this kernel (6.18) lacks what is needed: a fault needs conntrack:max"
+
+
+def test_the_registry_the_schema_and_the_validation_name_the_same_fault_kinds(tmp_path: Path) -> None:
+    from kpemu.errors import InputError
+    from kpemu.faults import FAULTS, names
+    from kpemu.inputs.scenario import load_scenario
+    from kpemu.model.schema import schema
+
+    assert schema("scenario", names())["$defs"]["Fault"]["properties"]["kind"]["enum"] == list(FAULTS) == [
+        "mtu-mismatch", "rp-filter", "no-masquerade", "no-br-netfilter", "stale-rules", "stale-conntrack",
+        "conntrack-full"]
+    bad = tmp_path / "s.yaml"
+    bad.write_text(f"name: s\ntopology: {ROOT / 'topologies' / 'flannel-vxlan.yaml'}\nfaults:\n  - {{kind: nope}}\n"
+                   "flows:\n  - {name: a, from: client, to: {node: node1, nodePort: 30080}}\n")
+    with pytest.raises(InputError) as e:
+        load_scenario(bad)
+    assert str(e.value).endswith("faults[0].kind: Input should be 'mtu-mismatch', 'rp-filter', 'no-masquerade', "
+                                 "'no-br-netfilter', 'stale-rules', 'stale-conntrack' or 'conntrack-full' (got 'nope')")

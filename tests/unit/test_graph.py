@@ -7,7 +7,7 @@ import re
 import pytest
 
 from kpemu.cli import main
-from kpemu.model import load_topology
+from kpemu.inputs.topology import load_topology
 from tests.conftest import TOPOLOGIES
 
 

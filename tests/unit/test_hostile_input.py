@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from kpemu.cli import main
-from kpemu.model.load import MAX_FILE_BYTES
+from kpemu.inputs.yaml_reader import MAX_FILE_BYTES
 from tests.conftest import TOPOLOGIES
 
 GOOD = yaml.safe_load((TOPOLOGIES / "flannel-vxlan.yaml").read_text())
@@ -227,7 +227,7 @@ def test_run_refuses_before_creating_anything(case: Case, tmp_path: Path, capsys
 
 def test_multi_document_files_are_bounded_the_same_way(tmp_path: Path) -> None:
     from kpemu.errors import InputError
-    from kpemu.model.load import read_yaml
+    from kpemu.inputs.yaml_reader import read_yaml
 
     ok = tmp_path / "ok.yaml"
     ok.write_text("kind: Service\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: &m {name: b}\nx: *m\n")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kpemu.cni import cni_of
+from kpemu.inputs.topology import load_topology
 from kpemu.jobs import exchange
 from kpemu.jobs.agent import serve
+from kpemu.jobs.schema import Readback
 from kpemu.jobs.verify import readback_problems
-from kpemu.model import load_topology
 from kpemu.plan.batch import fabric_steps, route_line
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Route
@@ -16,7 +18,8 @@ from tests.conftest import TOPOLOGIES
 
 
 def test_fabric_is_a_few_batches_per_namespace_and_veths_go_straight_into_their_namespaces() -> None:
-    plan = plan_fabric(load_topology(TOPOLOGIES / "flannel-vxlan.yaml"))
+    topo = load_topology(TOPOLOGIES / "flannel-vxlan.yaml")
+    plan = plan_fabric(topo, cni_of(topo).plan)
     steps = fabric_steps(plan, "kpemu:lab=flannel")
     create, veths = steps[0], next(s for s in steps if s.what == "create the veth pairs")
     assert create.argv == ("ip", "-batch", "-") and create.ns is None
@@ -44,21 +47,21 @@ def test_ipvs_mode_programs_a_node_in_one_go_per_tool() -> None:
     steps, expected = st.steps, st.readback
     assert {s.ns for s in steps} == {f"kp-{topo.name}-node1"}
     assert [s.argv[0] for s in steps if s.kind == "run"] == ["ipset", "iptables-nft-restore", "ip", "ipvsadm"]
-    assert [e["kind"] for e in expected] == ["iptables", "ipset", "ipvs"]
+    assert [e["kind"] for e in expected] == ["iptables", "ipset", "ipvs"]  # as kube-proxy's state says them
     ipvsadm = next(s for s in steps if s.argv[:1] == ("ipvsadm",))
     assert "-A -t 10.246.198.17:30080 -s rr\n-a -t 10.246.198.17:30080 -r 192.168.97.10:80 -m -w 1\n" in ipvsadm.input
 
 
 def test_a_removed_real_server_is_named_as_the_first_difference() -> None:
     topo = load_topology(TOPOLOGIES / "calico-ipip.yaml")
-    expected = mode_of(topo).build(topo, "node1", (6, 1)).readback
-    ipvs = next(e for e in expected if e["kind"] == "ipvs")
-    kernel = ipvs["expected"].replace("-a -t 10.246.198.17:30080 -r 192.168.97.10:80 -m -w 1\n", "")
+    expected = [Readback.from_json(e) for e in mode_of(topo).build(topo, "node1", (6, 1)).readback]
+    ipvs = next(e for e in expected if e.kind == "ipvs")
+    kernel = ipvs.expected.replace("-a -t 10.246.198.17:30080 -r 192.168.97.10:80 -m -w 1\n", "")
     problems = readback_problems([ipvs], lambda node, kind: kernel)
     assert len(problems) == 1
     assert problems[0].startswith("node1: ipvsadm -Sn read back differs from the plan: line ")
     assert "expected '-a -t 10.246.198.17:30080 -r 192.168.97.10:80 -m -w 1'" in problems[0]
-    assert readback_problems([ipvs], lambda node, kind: ipvs["expected"]) == []
+    assert readback_problems([ipvs], lambda node, kind: ipvs.expected) == []
 
 
 def test_agent_answers_what_is_queued_then_stops(tmp_path: Path) -> None:

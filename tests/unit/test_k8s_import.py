@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from kpemu.model import load_topology
-from kpemu.model.scenario import load_scenario
+from kpemu.inputs.scenario import load_scenario
+from kpemu.inputs.topology import load_topology
 from tests.unit.cli_run import ROOT, kpemu
 
 CLUSTER = "tests/data/k8s/cluster.yaml"

@@ -12,7 +12,8 @@ from kpemu.cli import main
 from kpemu.cni.calico_ipip.plan import calico_ifname
 from kpemu.cni.flannel_vxlan.plan import flannel_ifname
 from kpemu.errors import InputError
-from kpemu.model import load_topology, topology_from_data
+from kpemu.inputs.topology import load_topology
+from kpemu.model import topology_from_data
 from kpemu.model.names import short_ifname
 from tests.conftest import TOPOLOGIES
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from kpemu.dumps.nft import listed, parse_nft
-from kpemu.model import load_topology
+from kpemu.inputs.topology import load_topology
 from kpemu.proxy.nftables import listing, nftables_transaction
 from tests.unit.cli_run import ROOT, kpemu
 

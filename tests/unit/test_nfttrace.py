@@ -8,9 +8,9 @@ from pathlib import Path
 from kpemu.analyse.nftexplain import _kernel_dnat, _nat_phrases
 from kpemu.analyse.nfttrace import attribute, journeys, kube_path, parse_trace
 from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.inputs.scenario import load_scenario
+from kpemu.inputs.topology import load_topology
 from kpemu.kernel.nfttrace import trace_table_text
-from kpemu.model import load_topology
-from kpemu.model.scenario import load_scenario
 from kpemu.plan.tracing import FlowMatch
 from kpemu.proxy.nftables import nftables_transaction
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kpemu.analyse.oracle import Packet, Prediction, predict, predict_for_topology
-from kpemu.model import load_topology
+from kpemu.inputs.topology import load_topology
 from kpemu.model.topology import Topology
 from kpemu.proxy.iptables import iptables_rules
 

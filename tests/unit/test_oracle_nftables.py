@@ -12,7 +12,7 @@ import pytest
 
 from kpemu.analyse.nftwalk import predict_nft
 from kpemu.analyse.oracle import Packet, predict_for_topology
-from kpemu.model import load_topology
+from kpemu.inputs.topology import load_topology
 from kpemu.proxy.nftables import nftables_transaction
 
 DATA = Path(__file__).parent.parent / "data" / "nftables"

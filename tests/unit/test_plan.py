@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from kpemu.model import load_topology
+from kpemu.cni import cni_of
+from kpemu.inputs.topology import load_topology
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Fdb, Neighbour, Route, Sysctl, Vxlan
 from tests.conftest import TOPOLOGIES
 
-FLANNEL = plan_fabric(load_topology(TOPOLOGIES / "flannel-vxlan.yaml"))
-CALICO = plan_fabric(load_topology(TOPOLOGIES / "calico-ipip.yaml"))
+FLANNEL_TOPOLOGY = load_topology(TOPOLOGIES / "flannel-vxlan.yaml")
+CALICO_TOPOLOGY = load_topology(TOPOLOGIES / "calico-ipip.yaml")
+FLANNEL = plan_fabric(FLANNEL_TOPOLOGY, cni_of(FLANNEL_TOPOLOGY).plan)
+CALICO = plan_fabric(CALICO_TOPOLOGY, cni_of(CALICO_TOPOLOGY).plan)
 
 
 def test_every_object_lives_in_a_lab_namespace() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kpemu.errors import InputError
-from kpemu.model import load_topology
+from kpemu.inputs.topology import load_topology
 from kpemu.model.topology import Topology
 from kpemu.proxy.modes import mode
 from kpemu.proxy.nftables import listing, nftables_transaction, sort_transaction

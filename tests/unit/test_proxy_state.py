@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from kpemu.analyse.oracle import Packet, predict_for_topology
-from kpemu.model.scenario import load_scenario
+from kpemu.inputs.scenario import load_scenario
+from kpemu.jobs.schema import Collected
 from kpemu.proxy.iptables import mode as iptables_mode
 from kpemu.proxy.ipvs import mode as ipvs_mode
 from kpemu.proxy.modes import node_texts
 from kpemu.proxy.nftables import mode as nftables_mode
-from kpemu.run import Collected, analyse, run_plan, scenario_job
+from kpemu.run import analyse, run_plan, scenario_job
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 # each mode's generator, as its registry entry's build calls it
@@ -57,11 +58,13 @@ def test_a_run_generates_each_node_s_proxy_state_once(file: str, counted: Callab
         state = plan.proxy.node(n.name)
         assert node_texts(topo, n.name, state)["iptables-save" if "iptables-save" in state.texts else "nft"]
         assert predict_for_topology(topo, n.name, Packet("203.0.113.9", n.ip, node_port), state=state).outcomes
-    analyse(sc, plan, Collected(), tmp_path, False, "host", "test", os.uname().release)
+    nothing = Collected(results={}, conntrack={}, ipvs={}, traces={}, points=(), seconds=0.0, trace=False,
+                        kernel=os.uname().release)
+    analyse(sc, plan, nothing, tmp_path, False, "host", "test", os.uname().release)
     assert sorted(calls) == sorted(nodes)
-    steps = [s.to_json() for n in nodes for s in plan.proxy.node(n).steps]
-    first = job["steps"].index(steps[0])
-    assert job["steps"][first:first + len(steps)] == steps  # the job applies the plan's steps
-    assert job["readback"] == [r for n in nodes for r in plan.proxy.node(n).readback]
+    steps = [s for n in nodes for s in plan.proxy.node(n).steps]
+    first = job.steps.index(steps[0])
+    assert list(job.steps[first:first + len(steps)]) == steps  # the job applies the plan's steps
+    assert [r.to_json() for r in job.readback] == [r for n in nodes for r in plan.proxy.node(n).readback]
     predict_for_topology(topo, nodes[0], Packet("203.0.113.9", topo.nodes[0].ip, node_port))
     assert len(calls) == len(nodes) + 1  # without the run's state the oracle generates again: the count is live

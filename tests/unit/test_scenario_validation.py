@@ -9,9 +9,9 @@ import yaml
 
 from kpemu.cli import main
 from kpemu.errors import InputError
-from kpemu.model.scenario import Scenario, load_file, load_scenario
+from kpemu.inputs.scenario import load_file, load_scenario
+from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
-from kpemu.plan.fabric import capture_points
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -31,7 +31,7 @@ def write(tmp_path: Path, data: dict) -> Path:
 
 def paths_of(tmp_path: Path, data: dict) -> list[str]:
     with pytest.raises(InputError) as e:
-        load_scenario(write(tmp_path, data), capture_points=capture_points)
+        load_scenario(write(tmp_path, data))
     return [p.path for p in e.value.problems]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kpemu.model import load_topology
+from kpemu.inputs.topology import load_topology
 from kpemu.proxy.ipvs import ipvs_rules
 from kpemu.proxy.save import rule_lines, ruleset_from_restore, save_text
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kpemu.model import load_topology
+from kpemu.inputs.topology import load_topology
 from kpemu.proxy.iptables import iptables_rules, restore_text
 from tests.unit.upstream_iptables import check_iptables_rule_jumps, restore_data, sort_iptables_rules
 

@@ -14,7 +14,8 @@ from kpemu.analyse.ledger import ConnLedger, Hop, PointInfo
 from kpemu.analyse.verdict import connection_verdict, ipvs_empty_services
 from kpemu.capture.pcap import Pkt
 from kpemu.errors import InputError
-from kpemu.model.scenario import DiedExpect, Expectation, load_scenario
+from kpemu.inputs.scenario import load_scenario
+from kpemu.model.scenario import DiedExpect, Expectation
 from kpemu.report.html import render_html
 from kpemu.report.mermaid import sequence_diagram
 from kpemu.report.table import verdict_row

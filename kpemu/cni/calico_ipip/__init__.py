@@ -51,7 +51,7 @@ def _plan(topo: Topology, p: Parts) -> None:
 CNI = Cni(
     name=NAME, project="calico", plan=_plan, addresses=addresses,
     pod_device=TUNNEL, tunnel_device=TUNNEL, overlay_label=f"IPIP ({TUNNEL})", node_label=TUNNEL,
-    tunnel_ip=True, features=("ipip", "ipset:hash:ip"),
+    tunnel_ip=True, features=("ipip", "ipset:hash:ip"), masquerade_chains=("cali-nat-outgoing",),
     device_needs=(DeviceNeed(TUNNEL, "Cannot find device",
                              f"this kernel has no IPIP tunnel (module ipip), which cni: {NAME} needs",
                              "run with --runtime vm (a guest kernel with ipip), or `modprobe ipip`"),),

@@ -49,6 +49,6 @@ CNI = Cni(
     name=NAME, project="flannel", plan=_plan, addresses=addresses,
     pod_device=BRIDGE, tunnel_device=VTEP,
     overlay_label=f"VXLAN VNI {VNI} ({VTEP}, UDP {PORT})", node_label=f"{VTEP} / {BRIDGE}",
-    features=("vxlan", "br_netfilter"), vxlan_ports=(PORT,),
+    features=("vxlan", "br_netfilter"), vxlan_ports=(PORT,), masquerade_chains=("FLANNEL-POSTRTG",),
     annotations=(BACKEND_ANNOTATION, ANNOTATION_PREFIX + "public-ip"), recognise=recognise,
 )

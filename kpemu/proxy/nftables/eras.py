@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kpemu.model.topology import NEWEST_NFT_MINOR as NEWEST_NFT
-from kpemu.model.topology import OLDEST_NFT_MINOR as OLDEST_NFT
+from kpemu.model.modes import NEWEST_NFT_MINOR as NEWEST_NFT
+from kpemu.model.modes import OLDEST_NFT_MINOR as OLDEST_NFT
 from kpemu.proxy.nftables.tx import BaseHook
 
 # Chain names (pkg/proxy/nftables/proxier.go constants).

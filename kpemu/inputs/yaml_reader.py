@@ -1,4 +1,4 @@
-"""Reading YAML into typed models, turning every mistake into a `Problem` with a field path.
+"""The bounded YAML reader: how every file kpemu accepts (and standard input) becomes Python values.
 
 `read_yaml` is kpemu's only YAML reader, and it bounds hostile input before and while parsing:
 only regular files (never a device, FIFO or directory), at most `MAX_FILE_BYTES`, strict UTF-8
@@ -9,7 +9,7 @@ than `MAX_ALIASES` aliases, and duplicate mapping keys (YAML would silently keep
 naming both lines. Only then are Python values built, with integers longer than `MAX_INT_DIGITS`
 digits and `!!binary` refused. Multi-document files (Kubernetes manifests) are read with
 `read_yaml(path, documents=True)`, under the same bounds. The same pass can record the line of every
-key and list item (`lines=`), so a field path found wrong later can name its line (`line_of`).
+key and list item (`lines=`), so a field path found wrong later can name its line (`kpemu.model.parse.line_of`).
 """
 
 from __future__ import annotations
@@ -17,17 +17,14 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from kpemu.errors import InputError, Problem
-
-M = TypeVar("M", bound=BaseModel)
+from kpemu.model.parse import Lines, field_path
 
 # Bounds on parsing, not on lab size (kpemu.model.limits says what this machine can build): a 48-node,
 # 1,440-pod, 40-service lab is 128 KB and about 24,000 values in block style; these admit twice that,
@@ -39,34 +36,6 @@ MAX_ALIASES = 1_000
 MAX_INT_DIGITS = 19  # every integer kpemu reads fits in 64 bits
 
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def field_path(loc: tuple[int | str, ...]) -> str:
-    """('services', 0, 'ports', 0, 'nodePort') -> 'services[0].ports[0].nodePort'."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-def _message(err: dict[str, Any], model: type[BaseModel]) -> str:
-    kind = err["type"]
-    if kind == "missing":
-        return "required field is missing"
-    if kind == "extra_forbidden":
-        return "unknown field (check the spelling; keys are camelCase as in Kubernetes)"
-    msg = str(err["msg"])
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    if kind == "string_pattern_mismatch":
-        msg = "expected a Kubernetes name: lower-case letters, digits and '-', starting and ending alphanumeric"
-    if "input" in err and kind not in ("missing",) and not isinstance(err["input"], dict | list):
-        shown = repr(err["input"])
-        msg += f" (got {shown if len(shown) <= 80 else shown[:77] + '...'})"
-    return msg
 
 
 class _Bad(Exception):
@@ -156,8 +125,6 @@ class _Frame:
 def _line(event: Any) -> int:
     return int(event.start_mark.line) + 1
 
-
-Lines = dict[tuple[int | str, ...], int]  # (document index, *field path) -> line
 
 
 def _check_events(text: str, lines: Lines | None = None) -> None:
@@ -305,25 +272,3 @@ def read_yaml(path: Path, documents: bool = False, lines: Lines | None = None) -
     given, is filled with the line of every document, key and list item (see `line_of`)."""
     return _parse(read_text(path), str(path), many=documents, lines=lines)
 
-
-def line_of(lines: Mapping[tuple[int | str, ...], int], path: tuple[int | str, ...]) -> int | None:
-    """The line of `path` (document index first), or of its nearest ancestor that is in the file
-    (a missing field is reported where its parent is)."""
-    for n in range(len(path), 0, -1):
-        if path[:n] in lines:
-            return lines[path[:n]]
-    return None
-
-
-def parse_model(model: type[M], data: Any, file: str, prefix: tuple[int | str, ...] = ()) -> M:
-    """Validate `data` against `model`, raising InputError with one Problem per error."""
-    if not isinstance(data, dict):
-        raise InputError([Problem(file, field_path(prefix), "expected a mapping of keys to values")])
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        problems = [
-            Problem(file, field_path(prefix + tuple(err["loc"])), _message(err, model))  # type: ignore[arg-type]
-            for err in e.errors()
-        ]
-        raise InputError(problems) from None

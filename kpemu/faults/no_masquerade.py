@@ -1,0 +1,28 @@
+"""no-masquerade: a node forwards packets without masquerading them."""
+
+from __future__ import annotations
+
+from kpemu import cni as cni_registry
+from kpemu.faults.spec import FaultSpec
+from kpemu.faults.step import FaultStep
+from kpemu.model.names import netns_name
+from kpemu.model.scenario import Fault
+from kpemu.model.topology import Topology
+
+
+def plan(topo: Topology, f: Fault) -> FaultStep:
+    """Every MASQUERADE rule of the node removed: kube-proxy's (KUBE-POSTROUTING) and every CNI's."""
+    node = f.node or ""
+    return FaultStep(
+        f.kind, node, netns_name(topo.name, node),
+        delete_rules=("nat", ("KUBE-POSTROUTING", *cni_registry.masquerade_chains()), "MASQUERADE"),
+        change=f"every MASQUERADE rule of {node} removed (kube-proxy's in KUBE-POSTROUTING, and the CNI's, which "
+               "would otherwise masquerade traffic into the pod network too): forwarded packets keep the client's "
+               "source address",
+        symptom="the backend answers the client's own address directly: the reply leaves by the backend's node, "
+                "not by the node the client connected to, so nothing reverses the DNAT and it is dropped on the "
+                "wrong way home (conntrack there never saw the request: INVALID; or the client has no socket "
+                "for the pod's address)")
+
+
+FAULT = FaultSpec("no-masquerade", {"node": "node: node2"}, plan)

@@ -1,0 +1,146 @@
+"""The typed hand-off (kpemu.jobs.schema): a job and collected.json survive JSON unchanged, a job of
+another version is refused before anything runs, and a malformed document names its field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kpemu.errors import EnvironmentProblem, InputError
+from kpemu.inputs.scenario import load_scenario
+from kpemu.jobs import agent, exchange, execute
+from kpemu.jobs.schema import JOB_VERSION, Collected, Job, Readback
+from kpemu.plan.tracing import CounterSnapshot, TraceData
+from kpemu.run import run_plan, scenario_job
+from tests.conftest import ROOT
+
+SCENARIO = ROOT / "scenarios" / "nodeport-ipvs.yaml"
+
+# collected.json as the executor writes it (and old run folders hold it)
+COLLECTED_JSON: dict[str, Any] = {
+    "results": {"f": {"name": "f", "connections": [{"outcome": "reply", "backend": "web-0"}], "stderr": ""}},
+    "conntrack": {"node1": "tcp 6 117 TIME_WAIT src=10.0.0.1 ...\n"},
+    "ipvs": {"node1": ""},
+    "traces": {"f": {"texts": {"node1": "trace id 1 ..."}, "unavailable": None,
+                     "before": {"iptables": {"node1": "*nat\n"}, "ipvs_stats": {}},
+                     "after": {"iptables": {"node1": "*nat\n[1:60] -A ...\n"}, "ipvs_stats": {}},
+                     "drops_unavailable": "no bpftrace", "drop_members": {"4026532": "node1"}, "drops": ""}},
+    "points": [{"ns": "kp-t-node1", "name": "eth0", "member": "node1", "role": "node-eth0", "kind": "ethernet"}],
+    "faults": [{"kind": "rp-filter", "member": "node1", "done": ["sysctl -w ..."]}],
+    "seconds": 3.5, "trace": True, "kernel": "6.1.0-57-amd64",
+    "readback": [{"node": "node1", "kind": "iptables", "expected": "*nat\n", "chains": {"nat": ["KUBE-SERVICES"]}},
+                 {"node": "node1", "kind": "ipset", "expected": "", "sets": ["KUBE-CLUSTER-IP"]},
+                 {"node": "node1", "kind": "ipvs", "expected": "-A -t 10.96.0.10:80 -s rr\n"}],
+    "timings": [["create the namespaces", 0.012], ["flow f", 1.5]],
+}
+
+
+def _job() -> Job:
+    sc = load_scenario(SCENARIO)
+    return scenario_job(sc, kernel="6.1.0", plan=run_plan(sc, "6.1.0"))
+
+
+def test_a_job_survives_json_unchanged() -> None:
+    job = _job()
+    data = json.loads(json.dumps(job.to_json()))
+    assert Job.from_json(data) == job
+    assert data["version"] == JOB_VERSION and data["flows"][0]["from"] == job.flows[0].from_
+    assert Job.from_json(data).flows[0].match.backends == job.flows[0].match.backends  # tuples again, not lists
+
+
+def test_collected_json_survives_unchanged() -> None:
+    col = Collected.from_json(copy.deepcopy(COLLECTED_JSON))
+    assert col.traces["f"].after == CounterSnapshot({"node1": "*nat\n[1:60] -A ...\n"}, {})
+    assert col.readback[1] == Readback("node1", "ipset", "", sets=("KUBE-CLUSTER-IP",))
+    assert col.timings[1] == ("flow f", 1.5)
+    assert col.to_json() == COLLECTED_JSON
+
+
+def test_an_old_collected_json_without_the_later_fields_still_reads() -> None:
+    old = {k: v for k, v in copy.deepcopy(COLLECTED_JSON).items() if k not in ("faults", "readback", "timings")}
+    for key in ("drops", "drops_unavailable", "drop_members"):
+        del old["traces"]["f"][key]
+    col = Collected.from_json(old)
+    assert (col.faults, col.readback, col.timings) == ((), (), ())
+    assert col.traces["f"].drops == "" and col.traces["f"].drop_members == {}
+    assert Collected.from_json({**old, "traces": {"f": {**old["traces"]["f"], "before": None}}}).traces["f"] == \
+        TraceData(texts={"node1": "trace id 1 ..."}, after=col.traces["f"].after)
+
+
+def test_a_job_of_another_version_is_refused() -> None:
+    data = {**_job().to_json(), "version": JOB_VERSION + 1}
+    with pytest.raises(EnvironmentProblem) as e:
+        Job.from_json(data)
+    assert str(e.value) == (
+        f"job version {JOB_VERSION + 1} cannot be executed: this kpemu executes job version {JOB_VERSION} "
+        "(the host and the executor run different kpemu code)\n"
+        "  fix: run the same kpemu on both sides (a warm guest: kpemu vm down, then run again)")
+    assert e.value.exit_code == 3
+
+
+def test_the_agent_refuses_a_job_of_another_version_before_executing(tmp_path: Path) -> None:
+    exchange.prepare(tmp_path)
+    req = {"id": "r1", "kind": "collect", "job": {**_job().to_json(), "version": 0}}
+    res = agent.handle(tmp_path, req)
+    assert res["rc"] == 3 and res["error"].startswith("job version 0 cannot be executed: ")
+
+
+@pytest.mark.parametrize(("version", "code", "said"), [
+    (JOB_VERSION + 1, 3, f"kpemu: job version {JOB_VERSION + 1} cannot be executed: "),
+    ("one", 2, "kpemu: job: version: expected an integer, got 'one'\n"),
+])
+def test_the_executor_refuses_a_bad_job_file_with_its_exit_code(version: object, code: int, said: str, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "job.json").write_text(json.dumps({**_job().to_json(), "version": version}))
+    assert execute.main([str(tmp_path / "job.json"), str(tmp_path / "out")]) == code
+    assert capsys.readouterr().err.startswith(said)
+    assert not (tmp_path / "out").exists()  # refused before anything ran
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d.pop("version"), "job: version: missing"),
+    (lambda d: d.update(version="1"), "job: version: expected an integer, got '1'"),
+    (lambda d: d.update(kind="run"), "job: kind: expected one of 'deploy', 'collect', got 'run'"),
+    (lambda d: d["flows"][0].update(port="80"), "job: flows[0].port: expected an integer, got '80'"),
+    (lambda d: d["flows"][0]["match"].pop("dst"), "job: flows[0].match.dst: missing"),
+    (lambda d: d["flows"][0]["match"].update(backends=[["10.0.0.1"]]),
+     "job: flows[0].match.backends[0]: expected a list of 2, got ['10.0.0.1']"),
+    (lambda d: d["steps"][0].update(argv="ip -batch -"), "job: steps[0].argv: expected a list, got 'ip -batch -'"),
+    (lambda d: d["nodes"].update(node1=7), "job: nodes.node1: expected a string, got 7"),
+    (lambda d: d.update(trace=1), "job: trace: expected true or false, got 1"),
+    (lambda d: d.update(servers={}), "job: servers: expected a list, got {}"),
+])
+def test_a_malformed_job_names_its_field(change: Any, message: str) -> None:
+    data = _job().to_json()
+    change(data)
+    with pytest.raises(InputError) as e:
+        Job.from_json(data)
+    assert str(e.value) == message
+    assert e.value.exit_code == 2
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d.pop("kernel"), "collected.json: kernel: missing"),
+    (lambda d: d["traces"]["f"].update(before="x"), "collected.json: traces.f.before: expected an object, got 'x'"),
+    (lambda d: d["results"]["f"].update(connections=None),
+     "collected.json: results.f.connections: expected a list, got None"),
+    (lambda d: d["readback"][0].update(kind="ebtables"),
+     "collected.json: readback[0].kind: expected one of 'iptables', 'ipset', 'ipvs', 'nft', got 'ebtables'"),
+    (lambda d: d["timings"].append(["x"]), "collected.json: timings[2]: expected a list of 2, got ['x']"),
+])
+def test_a_malformed_collected_json_names_its_field(change: Any, message: str) -> None:
+    data = copy.deepcopy(COLLECTED_JSON)
+    change(data)
+    with pytest.raises(InputError) as e:
+        Collected.from_json(data)
+    assert str(e.value) == message
+
+
+def test_a_document_that_is_not_an_object_is_refused() -> None:
+    with pytest.raises(InputError) as e:
+        Collected.from_json(["results"])
+    assert str(e.value) == "collected.json: expected an object, got ['results']"
