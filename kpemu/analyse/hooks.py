@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kpemu.analyse.attribution import TracedPacket
+from kpemu.analyse.attribution.xtables import TracedPacket
 from kpemu.proxy.modes import MODES
 
 CLAIMS = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from kpemu.analyse.attribution import TracedPacket, comment_of, kernel_dnat
+from kpemu.analyse.attribution.xtables import TracedPacket, comment_of, kernel_dnat
 from kpemu.analyse.drops import DropEvent, by_time, describe, matching, meaning
 from kpemu.analyse.ledger import ConnLedger, Hop
 

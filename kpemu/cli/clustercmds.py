@@ -13,7 +13,7 @@ from kpemu.errors import InputError
 
 if TYPE_CHECKING:
     from kpemu.dumps.drift import Drift
-    from kpemu.dumps.nft import NftDump
+    from kpemu.dumps.files import DumpFiles
     from kpemu.model.topology import Topology
 
 
@@ -30,16 +30,15 @@ def _nft_alone(args: argparse.Namespace) -> None:
                          "give it alone, without --iptables-save, --ipvs or --ipset")
 
 
-def _read_nft(path: str) -> NftDump:
-    from kpemu.dumps.nft import parse_nft
-    from kpemu.dumps.read import read_text
+def _dump_files(args: argparse.Namespace) -> DumpFiles:
+    from kpemu.dumps.files import DumpFiles
 
-    return parse_nft(read_text(path), path)
+    return DumpFiles(args.iptables_save, args.ipvs, args.ipset, args.nft)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from kpemu.dumps.trace import node_rules, packet, parse_endpoint, render_trace, run_trace, trace_json
-    from kpemu.proxy.modes import mode_of
+    from kpemu.dumps.registry import dumps_for
+    from kpemu.dumps.trace import packet, parse_endpoint
 
     _nft_alone(args)
     src = parse_endpoint(args.src, "--src", need_port=False)
@@ -49,25 +48,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if topo is not None:
         topo.require_node(args.node)
     pod_cidr = topo.node(args.node).podCIDR if topo is not None else None
-    dumps = args.iptables_save or args.ipvs or args.ipset
-    if args.nft or (topo is not None and mode_of(topo).has_nft and not dumps):
-        return _trace_nft(args, topo, node_ips, src, dst, pod_cidr)
-    nr = node_rules(topo, args.node, node_ips, args.iptables_save, args.ipvs, args.ipset)
-    pkt, origin = packet(nr.local, src, dst, args.proto, pod_cidr, args.from_)
-    pred = run_trace(nr, pkt)
-    return _print_trace(args, lambda: trace_json(nr, pred, origin), lambda: render_trace(nr, pred, origin))
-
-
-def _trace_nft(args: argparse.Namespace, topo: Topology | None, node_ips: list[str], src: tuple[str, int | None],
-               dst: tuple[str, int | None], pod_cidr: str | None) -> int:
-    """trace through table ip kube-proxy: the --nft dump's, else the topology's generated one."""
-    from kpemu.dumps.nftpath import nft_node, nft_trace_json, render_nft_trace, run_nft_trace
-    from kpemu.dumps.trace import packet
-
-    nn = nft_node(topo, args.node, node_ips, _read_nft(args.nft) if args.nft else None)
-    pkt, origin = packet(nn.local, src, dst, args.proto, pod_cidr, args.from_)
-    pred = run_nft_trace(nn, pkt)
-    return _print_trace(args, lambda: nft_trace_json(nn, pred, origin), lambda: render_nft_trace(nn, pred, origin))
+    files = _dump_files(args)
+    dumps = dumps_for(files, topo)  # the kind of the dumps given, else the topology's
+    walked = dumps.walked(topo, args.node, node_ips, files)
+    pkt, origin = packet(walked.local, src, dst, args.proto, pod_cidr, args.from_)
+    pred = dumps.run(walked, pkt)
+    return _print_trace(args, lambda: dumps.trace_json(walked, pred, origin),
+                        lambda: dumps.render_trace(walked, pred, origin))
 
 
 def _print_trace(args: argparse.Namespace, as_json: Callable[[], dict], as_text: Callable[[], str]) -> int:
@@ -117,8 +104,7 @@ def _schema_line(where: Path) -> str:
 
 
 def cmd_check_node(args: argparse.Namespace) -> int:
-    from kpemu.dumps.drift import check_node
-    from kpemu.dumps.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm, read_text
+    from kpemu.dumps.registry import DUMPS
     from kpemu.inputs.topology import load_topology
     from kpemu.proxy.modes import mode_of
 
@@ -129,29 +115,13 @@ def cmd_check_node(args: argparse.Namespace) -> int:
         raise InputError("kpemu check-node: give the node's dumps to check: --iptables-save FILE "
                          "(iptables-save), --ipvs FILE (ipvsadm -Sn), --ipset FILE (ipset save), --nft FILE "
                          "(nft list ruleset)")
-    mode = mode_of(topo)
-    if bool(args.nft) != mode.has_nft:
+    files = _dump_files(args)
+    dumps = DUMPS[mode_of(topo).walks]
+    if not dumps.given(files):  # they are the other kind's (_nft_alone: --nft never comes with the others)
         raise InputError(f"kpemu check-node: --nft (nft list ruleset) goes with kube-proxy in nftables mode, and an "
                          f"nftables-mode node needs --nft; topology {args.topology} has kubeProxy.mode "
                          f"{topo.kubeProxy.mode}")
-    if args.nft:
-        from kpemu.dumps.nftdrift import check_node_nft
-
-        return _report_drift(check_node_nft(topo, args.node, _read_nft(args.nft)), args.output)
-    if (args.ipvs or args.ipset) and not mode.has_ipvs:
-        raise InputError(f"kpemu check-node: --ipvs/--ipset need kube-proxy in IPVS mode; topology {args.topology} "
-                         f"has kubeProxy.mode {topo.kubeProxy.mode}")
-    compared = [f"{f} ({what})" for f, what in ((args.iptables_save, "iptables-save"), (args.ipvs, "ipvsadm -Sn"),
-                                                (args.ipset, "ipset save")) if f]
-    drift = check_node(
-        topo, args.node,
-        iptables_save=parse_iptables_save(read_text(args.iptables_save), args.iptables_save)
-        if args.iptables_save else None,
-        ipvs=parse_ipvsadm(read_text(args.ipvs), args.ipvs) if args.ipvs else None,
-        ipsets=parse_ipset_save(read_text(args.ipset), args.ipset).sets if args.ipset else None,
-        compared=compared,
-    )
-    return _report_drift(drift, args.output)
+    return _report_drift(dumps.check(topo, args.topology, args.node, files), args.output)
 
 
 def _report_drift(drift: Drift, output: str) -> int:

@@ -1,12 +1,7 @@
-"""`kpemu check-node`: a node's real dumps against what kube-proxy would program there.
-
-Only kube-proxy's (and kubelet's) state is compared: the KUBE-* chains, the jumps from the
-built-in chains into them, and in IPVS mode the ipsets and virtual servers; a CNI's or docker's
-own rules are not kube-proxy drift. Rules are compared in iptables-save's canonical form, chain by
-chain and in order; every difference is put under the Service it belongs to (from the rule's
-comment, or the Service whose rules jump to the chain), so stale endpoints (KUBE-SEP chains of
-endpoints the EndpointSlices no longer have) and rules of deleted Services stand out.
-"""
+"""What differs between a node's real dumps and what kube-proxy would program there, whichever kind
+of state the mode holds (pure): the differences grouped per Service, how they are told to humans
+and to scripts, and the lookups from a rule or element to its Service that both kinds share
+(kpemu.dumps.xtables.drift, kpemu.dumps.nft.drift)."""
 
 from __future__ import annotations
 
@@ -14,14 +9,16 @@ import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
-from kpemu.proxy.save import canonical_line
+if TYPE_CHECKING:
+    from kpemu.model.topology import Topology
+
 
 NODE_WIDE = ""  # the group of rules that belong to no single Service
+
+
 _SERVICE_COMMENT = re.compile(r"^([a-z0-9][-a-z0-9.]*)/([a-z0-9][-a-z0-9.]*):")
-_PER_SERVICE = ("KUBE-SVC-", "KUBE-SEP-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-XLB-")
 
 
 @dataclass
@@ -64,78 +61,10 @@ class Drift:
         return all(g.empty for g in self.groups.values())
 
 
-def _service_key(comment: str | None) -> str | None:
+def service_key(comment: str | None) -> str | None:
+    """The Service (`namespace/name`) a kube-proxy comment (`ns/svc:port ...`) names, else None."""
     m = _SERVICE_COMMENT.match(comment or "")
     return f"{m.group(1)}/{m.group(2)}" if m else None
-
-
-def _owners(rs: RuleSet) -> dict[tuple[str, str], str]:
-    """(table, chain) -> Service key, for the per-Service chains: from the comments of the rules in
-    them or of the rules that jump to them (kube-proxy 1.14's KUBE-SEP rules carry no comment)."""
-    owners: dict[tuple[str, str], str] = {}
-    changed = True
-    while changed:
-        changed = False
-        for tname, table in rs.tables.items():
-            for cname, chain in table.chains.items():
-                for r in chain.rules:
-                    key = _service_key(r.parsed.comment)
-                    if key is None and cname.startswith(_PER_SERVICE):
-                        key = owners.get((tname, cname))
-                    if key is None:
-                        continue
-                    for target in ([cname] if cname.startswith(_PER_SERVICE) else []) + [r.target or ""]:
-                        if target.startswith(_PER_SERVICE) and (tname, target) not in owners:
-                            owners[(tname, target)] = key
-                            changed = True
-    return owners
-
-
-def kube_lines(rs: RuleSet) -> dict[tuple[str, str], list[str]]:
-    """kube-proxy's and kubelet's rules in canonical form per (table, chain): every rule of a KUBE-*
-    chain, and the rules of the built-in chains that jump to one."""
-    out: dict[tuple[str, str], list[str]] = {}
-    for tname, table in rs.tables.items():
-        for cname, chain in table.chains.items():
-            builtin = cname in BUILTIN_CHAINS.get(tname, ())
-            if not builtin and not cname.startswith("KUBE-"):
-                continue
-            lines = [canonical_line(r) for r in chain.rules if not builtin or (r.target or "").startswith("KUBE-")]
-            if lines:
-                out[(tname, cname)] = lines
-    return out
-
-
-def _group_of(line: str, chain: tuple[str, str], owners: dict[tuple[str, str], str]) -> str:
-    m = re.search(r'--comment "([^"]*)"', line) or re.search(r"--comment (\S+)", line)
-    return _service_key(m.group(1) if m else None) or owners.get(chain, NODE_WIDE)
-
-
-def _dnat(lines: list[str]) -> str:
-    for line in lines:
-        m = re.search(r"--to-destination (\S+)", line)
-        if m:
-            return m.group(1)
-    return "?"
-
-
-def compare_rules(drift: Drift, expected: RuleSet, dump: RuleSet) -> None:
-    """Add the rule differences between kube-proxy's rules and a dump to `drift`, per Service."""
-    want, have = kube_lines(expected), kube_lines(dump)
-    owners = {**_owners(dump), **_owners(expected)}
-    drift.rules_compared += sum(len(v) for v in have.values())
-    group = drift.group
-
-    order = list(want) + [c for c in have if c not in want]
-    for chain in order:
-        exp, got = want.get(chain, []), have.get(chain, [])
-        name = f"{chain[0]}/{chain[1]}"
-        if exp == got:
-            continue
-        if chain[1].startswith("KUBE-SEP-") and (not exp or not got):
-            g = group(owners.get(chain, NODE_WIDE))
-            (g.missing_endpoints if exp else g.stale_endpoints).append((_dnat(exp or got), name))
-        diff_lines(exp, got, name, lambda line, c=chain: group(_group_of(line, c, owners)))
 
 
 def diff_lines(exp: list[str], got: list[str], label: str, group_of: Callable[[str], ServiceDrift]) -> None:
@@ -198,7 +127,7 @@ def drift_json(d: Drift) -> dict[str, Any]:
     }
 
 
-def _service_index(topo: Any) -> dict[tuple[str, int, str], str]:
+def service_index(topo: Topology) -> dict[tuple[str, int, str], str]:
     """(address or "*" for a nodePort, port, protocol) -> Service key."""
     out: dict[tuple[str, int, str], str] = {}
     for s in topo.services:
@@ -209,77 +138,3 @@ def _service_index(topo: Any) -> dict[tuple[str, int, str], str]:
             if p.nodePort:
                 out[("*", p.nodePort, proto)] = s.key
     return out
-
-
-def _member_service(member: str, index: dict[tuple[str, int, str], str]) -> str:
-    parts = member.split(",")
-    if len(parts) == 1 and parts[0].isdigit():
-        return next((k for (a, port, _), k in index.items() if a == "*" and port == int(parts[0])), NODE_WIDE)
-    if len(parts) >= 2 and ":" in parts[1]:
-        proto, _, port = parts[1].partition(":")
-        if port.isdigit():
-            return index.get((parts[0], int(port), proto)) or index.get(("*", int(port), proto), NODE_WIDE)
-    return NODE_WIDE
-
-
-def compare_ipsets(drift: Drift, expected: dict[str, tuple[str, tuple[str, ...]]],
-                   dump: dict[str, tuple[str, tuple[str, ...]]], index: dict[tuple[str, int, str], str]) -> None:
-    """Members of kube-proxy's sets (KUBE-*) that are missing from, or extra in, `ipset save`."""
-    for name in sorted({n for n in (*expected, *dump) if n.startswith("KUBE-")}):
-        want = set(expected.get(name, ("", ()))[1])
-        have = set(dump.get(name, ("", ()))[1])
-        drift.rules_compared += len(have)
-        for m in sorted(want - have):
-            drift.group(_member_service(m, index)).missing.append(f"ipset {name}: {m}")
-        for m in sorted(have - want):
-            drift.group(_member_service(m, index)).extra.append(f"ipset {name}: {m}")
-
-
-def compare_virtual_servers(drift: Drift, expected: tuple, dump: list, index: dict[tuple[str, int, str], str]) -> None:
-    """IPVS virtual servers and their real servers against `ipvsadm -Sn`."""
-    from kpemu.proxy.ipvs.ipvsadm_text import service_line
-
-    def key_of(vs: Any) -> str:
-        proto = vs.protocol.lower()
-        return index.get((vs.address, vs.port, proto)) or index.get(("*", vs.port, proto), NODE_WIDE)
-
-    want = {vs.name: vs for vs in expected}
-    have = {vs.name: vs for vs in dump}
-    drift.rules_compared += len(have)
-    for name in [*want, *(n for n in have if n not in want)]:
-        w, h = want.get(name), have.get(name)
-        vs = w or h
-        g = drift.group(key_of(vs))
-        if h is None:
-            g.missing.append(f"ipvs: {service_line(w)}")
-            continue
-        if w is None:
-            g.extra.append(f"ipvs: {service_line(h)}")
-            g.stale_endpoints += [(f"{r.address}:{r.port}", f"ipvs {name}") for r in h.real_servers]
-            continue
-        if service_line(w) != service_line(h):
-            g.changed.append(([f"ipvs: {service_line(w)}"], [f"ipvs: {service_line(h)}"]))
-        wr = {f"{r.address}:{r.port}" for r in w.real_servers}
-        hr = {f"{r.address}:{r.port}" for r in h.real_servers}
-        g.stale_endpoints += [(ep, f"ipvs {name}") for ep in sorted(hr - wr)]
-        g.missing_endpoints += [(ep, f"ipvs {name}") for ep in sorted(wr - hr)]
-
-
-def check_node(topo: Any, node: str, iptables_save: RuleSet | None = None,
-               ipvs: list | None = None, ipsets: dict[str, tuple[str, tuple[str, ...]]] | None = None,
-               compared: list[str] | None = None) -> Drift:
-    """Compare the given dumps of `node` with what kube-proxy would program from `topo`."""
-    from kpemu.proxy.modes import node_state
-
-    kp = topo.kubeProxy
-    drift = Drift(node, f"kube-proxy {kp.version} {kp.mode} mode", compared or [], {s.key for s in topo.services})
-    index = _service_index(topo)
-    walk = node_state(topo, node).walk
-    if walk.ipvs is not None:
-        if ipsets is not None:
-            compare_ipsets(drift, dict(walk.ipvs.sets), ipsets, index)
-        if ipvs is not None:
-            compare_virtual_servers(drift, walk.ipvs.virtual_servers, ipvs, index)
-    if iptables_save is not None:  # a mode without iptables rules (nftables) expects none
-        compare_rules(drift, walk.rules or RuleSet(), iptables_save)
-    return drift

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kpemu.analyse.explain import flow_match
 from kpemu.capture.points import capture_points
 from kpemu.cni import cni_of
 from kpemu.faults import plan_faults
@@ -20,6 +19,7 @@ from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
 from kpemu.plan.fabric import plan_fabric
+from kpemu.plan.tracing import flow_match
 from kpemu.plan.types import Plan
 from kpemu.proxy.modes import mode_of, proxy_state
 from kpemu.proxy.proxymode import restore_step
@@ -59,7 +59,8 @@ def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str 
     mode = mode_of(topo)
     return Job(version=JOB_VERSION, kind="deploy", lab=topo.name, source=source, prefix=PREFIX,
                namespaces=plan.namespaces, steps=tuple(steps), readback=tuple(expected),
-               backend=topo.kubeProxy.backend, ipvs=mode.has_ipvs, rule_kinds=tuple(mode.saved), trace_kind=mode.trace,
+               backend=topo.kubeProxy.backend, ipvs="ipvs" in mode.saved, rule_kinds=tuple(mode.saved),
+               trace_kind=mode.trace,
                containers={m: ContainerSpec(plan.netns(m), c.image, tuple(c.command) if c.command is not None else None,
                                             dict(c.env)) for m, c in sorted(topo.containers().items())},
                nodes={n.name: plan.netns(n.name) for n in topo.nodes}, device_needs=cni_of(topo).device_needs)

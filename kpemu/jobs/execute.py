@@ -41,9 +41,8 @@ from kpemu.kernel import nfacct, snapshot
 from kpemu.kernel.drops import DropSession, start_drop_tracing
 from kpemu.kernel.faults import apply_faults, restore_kernel_wide
 from kpemu.kernel.labstate import LabState, state_path, taken
-from kpemu.kernel.nfttrace import start_nft_tracing
 from kpemu.kernel.runowner import my_token
-from kpemu.kernel.trace import start_tracing
+from kpemu.kernel.tracers import TRACERS
 from kpemu.pace import scaled
 from kpemu.plan.batch import Step
 from kpemu.plan.tracing import TraceData
@@ -268,10 +267,7 @@ def run_flow(flow: FlowSpec, gap: float = 0.0) -> FlowResult:
 
 def _traced_flow(job: Job, flow: FlowSpec, out: Path) -> tuple[FlowResult, TraceData]:
     before = snapshot.read_counters(job.nodes, job.backend, job.ipvs)
-    if job.trace_kind == "nft-monitor":
-        session = start_nft_tracing(job.nodes, flow.match, workdir=scratch_dir(job.lab))
-    else:
-        session = start_tracing(job.nodes, flow.match, job.backend, workdir=scratch_dir(job.lab))
+    session = TRACERS[job.trace_kind](job.nodes, flow.match, job.backend, scratch_dir(job.lab))
     try:
         result = run_flow(flow, gap=TRACE_GAP if session.unavailable is None else 0.0)
     finally:

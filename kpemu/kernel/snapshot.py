@@ -2,7 +2,7 @@
 packet counters, and the conntrack and IPVS connection tables.
 
 Counters are `iptables-save -c` and, in IPVS mode, `ipvsadm -Ln --stats`; the deltas between two
-snapshots are computed by the pure kpemu.analyse.attribution.counter_deltas / ipvs_stat_deltas.
+snapshots are computed by the pure kpemu.analyse.attribution.xtables.counter_deltas / ipvs_decisions.
 Every read runs in parallel over the nodes (seconds each in an emulated guest).
 """
 

@@ -1,15 +1,20 @@
 """A flow's trace (pure): which packets it covers, and what it brought back.
 
-`FlowMatch` holds the tuples a flow's packets can carry, and `trace_restore_text` the iptables TRACE
-rules that select them: built on the host (kpemu.analyse.explain.flow_match), carried in the job,
-installed by kpemu.kernel.trace / kernel.nfttrace wherever the job runs. `TraceData` is what the
-executor brings back for the flow (trace texts, the `CounterSnapshot`s around it, kernel drops), carried
-in collected.json to the analysis (kpemu.analyse.explain).
+`FlowMatch` holds the tuples a flow's packets can carry (built on the host by `flow_match`), and
+`trace_restore_text` the iptables TRACE rules that select them; both are carried in the job and
+installed by kpemu.kernel.tracers wherever the job runs. `TraceData` is what the executor brings back
+for the flow (trace texts, the `CounterSnapshot`s around it, kernel drops), carried in collected.json
+to the analysis (kpemu.analyse.explain).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kpemu.model.scenario import ResolvedFlow
+    from kpemu.model.topology import External, Topology
 
 LOST_EVENTS = "No buffer space available"  # xtables-monitor's last words when its socket overflowed
 
@@ -77,3 +82,46 @@ class TraceData:
     drops_unavailable: str | None = None
     drop_members: dict[str, str] = field(default_factory=dict)  # netns inode -> lab member
     drops: str = ""  # the kernel drop tracer's text inside this flow's window (kernel/drops.py)
+
+
+def member_ip(topo: Topology, member: str) -> str | None:
+    """The address a lab member sends from (pod IP, external IP, node underlay IP)."""
+    for group in (topo.pods, topo.externals, topo.nodes):
+        for m in group:
+            if m.name == member:
+                return m.ip
+    return None
+
+
+def load_balancer_of(topo: Topology, flow: ResolvedFlow) -> External | None:
+    """The external load balancer whose VIP the flow is sent to (None: the flow goes elsewhere)."""
+    return next((e for e in topo.externals if e.role == "loadbalancer" and e.vip == flow.dst_ip), None)
+
+
+def flow_match(topo: Topology, flow: ResolvedFlow, tag: str | None = None) -> FlowMatch:
+    """The tuples to trace for one flow: client -> destination, and every address it can be NATed to.
+
+    The candidates are the flow's backend pods (every port they serve with the flow's protocol);
+    a flow to an external load balancer's VIP reaches the nodes as NodePort traffic from the
+    balancer, so each node's NodePorts of the balanced Services are added too.
+    """
+    proto = flow.protocol.upper()
+    cands: list[tuple[str, int]] = []
+    pods = set(flow.candidates)
+    lb = load_balancer_of(topo, flow)
+    svcs = [s for s in topo.services if lb is not None and s.key in lb.backends]
+    # imported here, not at the top: the executor imports this module for FlowMatch, and in the guest it
+    # must not load the schema's modules (pydantic costs seconds under emulation)
+    from kpemu.model.validate import selected_pods
+
+    for s in svcs:
+        pods |= {p.name for p in selected_pods(topo, s)} if s.selector is not None else set()
+        for sp in s.ports:
+            if sp.nodePort and sp.protocol == proto:
+                cands += [(n.ip, sp.nodePort) for n in topo.nodes]
+    for p in topo.pods:
+        if p.name in pods:
+            cands += [(p.ip, pp.port) for pp in p.ports if pp.protocol == proto]
+    uniq = tuple(dict.fromkeys(c for c in cands if c != (flow.dst_ip, flow.dst_port)))
+    return FlowMatch(proto.lower(), member_ip(topo, flow.src_member), flow.dst_ip, flow.dst_port, uniq,
+                     tag or flow.flow.name, syn_only=True)

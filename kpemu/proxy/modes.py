@@ -5,7 +5,10 @@ the `kpemu rules` formats it produces, how one node's state is built (kpemu.prox
 steps that program the node as kube-proxy does, what the kernel must read back, what the offline
 oracle walks), what is read back, how its packets are traced and which probed features the kernel
 must have. All pure. Adding a mode is its own package plus one line here (and its row of facts in
-kpemu.model.modes, which validation reads without importing kpemu.proxy).
+kpemu.model.modes, which validation reads without importing kpemu.proxy). A mode that traces or
+holds its state in a new way (`trace`, `walks`) also needs an entry in each table keyed by them:
+kpemu.kernel.tracers.TRACERS, kpemu.analyse.explain.EXPLAINERS, kpemu.analyse.oracle.WALKERS and
+kpemu.dumps.registry.DUMPS (tests/unit/test_observation_tables.py names any that is missing).
 """
 
 from __future__ import annotations

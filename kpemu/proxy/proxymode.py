@@ -33,7 +33,8 @@ class ProxyMode:
     formats: tuple[str, ...]  # `kpemu rules --format` values that carry this mode's state
     build: Build  # a node's texts, apply steps, read-back expectations and what the oracle walks
     saved: tuple[str, ...]  # what is read back from each node (kpemu.kernel.snapshot.RULE_KINDS)
-    trace: str  # how hops are explained: "iptables-trace" (xtables-monitor) or "nft-monitor"
+    trace: str  # how packets are traced and hops explained: "iptables-trace" (xtables-monitor) or "nft-monitor"
+    walks: str  # what the offline oracle walks and a node's dumps hold: "xtables" (iptables rules) or "nft"
     features: tuple[str, ...]  # kernel.probe feature names the mode needs
     nfacct: bool = False  # its rules may name kube-proxy's nfacct counters (kubeProxy.nfacct applies)
     notice: Callable[[KubeProxy], str | None] = _no_notice  # what kube-proxy logs at startup, e.g. a deprecation
@@ -42,16 +43,6 @@ class ProxyMode:
     @property
     def name(self) -> str:
         return self.facts.name
-
-    @property
-    def has_ipvs(self) -> bool:
-        """Whether the mode balances with IPVS (virtual servers, kube-ipvs0; `ipvsadm -Sn` reads it back)."""
-        return "ipvs" in self.saved
-
-    @property
-    def has_nft(self) -> bool:
-        """Whether kube-proxy's state is an nftables table (`nft list table ip kube-proxy` reads it back)."""
-        return "nft" in self.saved
 
     def accepts(self, minor: int) -> bool:
         """Whether kpemu models this mode for release 1.<minor>."""

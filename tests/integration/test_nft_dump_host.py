@@ -1,16 +1,16 @@
 """A real node's `nft list ruleset` read back by check-node and trace: kube-proxy's transaction
 (every modelled release, the rich topology) loaded with `nft -f` into a throwaway namespace beside
-other tables, listed by the kernel's nft, read by kpemu.dumps.nft, equal to what kube-proxy would
+other tables, listed by the kernel's nft, read by kpemu.dumps.nft.read, equal to what kube-proxy would
 program, and walked by the oracle exactly like the generated table."""
 
 from __future__ import annotations
 
 import pytest
 
-from kpemu.analyse.oracle import Packet
-from kpemu.dumps.nft import parse_nft
-from kpemu.dumps.nftdrift import check_node_nft
-from kpemu.dumps.nftpath import nft_node, run_nft_trace
+from kpemu.analyse.oracle.types import Packet
+from kpemu.dumps.nft.drift import check_node_nft
+from kpemu.dumps.nft.read import parse_nft
+from kpemu.dumps.nft.trace import nft_node, run_nft_trace
 from kpemu.inputs.topology import load_topology
 from kpemu.kernel import netns as nsmod
 from kpemu.model.modes import NEWEST_NFT_MINOR, OLDEST_NFT_MINOR

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from kpemu import lab
-from kpemu.analyse.attribution import (
+from kpemu.analyse.attribution.xtables import (
     TracedPacket,
     counter_deltas,
     kernel_dnat,
@@ -30,7 +30,9 @@ from kpemu.analyse.attribution import (
     phrases,
 )
 from kpemu.analyse.hooks import check_hook_claim, hooks_only
-from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.compare import compare_paths
+from kpemu.analyse.oracle.types import Packet
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.snapshot import read_counters
 from kpemu.kernel.trace import start_tracing

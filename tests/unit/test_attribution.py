@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kpemu.analyse.attribution import (
+from kpemu.analyse.attribution.xtables import (
     attribute_connection,
     counter_deltas,
     ipvs_decisions,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kpemu.analyse.attribution import parse_trace
-from kpemu.analyse.explain import access_kind, flow_match, routed_pass
+from kpemu.analyse.attribution.xtables import parse_trace
+from kpemu.analyse.explain.iptables import access_kind, routed_pass
 from kpemu.inputs.scenario import load_scenario
-from kpemu.plan.tracing import trace_rule_args
+from kpemu.plan.tracing import flow_match, trace_rule_args
 from kpemu.report.compare import compare_flow
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,10 +15,12 @@ import gzip
 import json
 from pathlib import Path
 
-from kpemu.analyse.explain import FlowExplanation, explain_flow
+from kpemu.analyse.explain import explain_flow
+from kpemu.analyse.explain.types import FlowExplanation
 from kpemu.analyse.kstate import parse_ipvs_connections
 from kpemu.analyse.ledger import PointInfo, attach_state, build_flow_ledger
-from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.types import Packet
 from kpemu.capture.pcap import Outer, Pkt
 from kpemu.inputs.scenario import load_scenario
 from kpemu.plan.tracing import TraceData

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kpemu.analyse.attribution import parse_trace
+from kpemu.analyse.attribution.xtables import parse_trace
 from kpemu.analyse.hooks import check_hook_claim, hook_walk, hooks_only, walk_text
 from kpemu.proxy.modes import MODES
 

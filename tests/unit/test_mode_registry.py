@@ -22,8 +22,10 @@ def test_each_entry_is_its_package_s_own() -> None:
 
 
 def test_capabilities_asked_of_the_registry() -> None:
-    assert [n for n, m in MODES.items() if m.has_ipvs] == ["ipvs"]
-    assert [n for n, m in MODES.items() if m.has_nft] == ["nftables"]
+    assert [n for n, m in MODES.items() if "ipvs" in m.saved] == ["ipvs"]
+    assert [(n, m.trace, m.walks) for n, m in MODES.items()] == [
+        ("iptables", "iptables-trace", "xtables"), ("ipvs", "iptables-trace", "xtables"),
+        ("nftables", "nft-monitor", "nft")]
     assert [n for n, m in MODES.items() if m.nfacct] == ["iptables"]
     assert [n for n, m in MODE_FACTS.items() if m.scheduler] == ["ipvs"]
     assert [(n, m.accepts(10), m.accepts(11), m.accepts(29)) for n, m in MODES.items()] == [
@@ -38,8 +40,8 @@ def test_every_format_belongs_to_a_mode_in_print_order() -> None:
 
 
 def test_no_module_outside_the_mode_packages_compares_a_mode_name() -> None:
-    """Behaviour that depends on the mode asks its registry entry (has_ipvs, has_nft, nfacct, notice,
-    build, facts), so no `mode == "ipvs"` test lives outside kpemu/proxy/<mode>/."""
+    """Behaviour that depends on the mode asks its registry entry (saved, trace, walks, nfacct, notice,
+    build, facts) or the tables keyed by it, so no `mode == "ipvs"` test lives outside kpemu/proxy/<mode>/."""
     kpemu = Path(__file__).resolve().parents[2] / "kpemu"
     compare = re.compile(r"\bmode\s*(==|!=|not in [(\[])|(==|!=)\s*[\w.]*\bmode\b(?!\.)|\bwalks\s*(==|!=)")
     packages = [kpemu / "proxy" / name for name in MODES]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from kpemu.dumps.nft import listed, parse_nft
+from kpemu.dumps.nft.read import listed, parse_nft
 from kpemu.inputs.topology import load_topology
 from kpemu.proxy.nftables import listing, nftables_transaction
 from tests.unit.cli_run import ROOT, kpemu

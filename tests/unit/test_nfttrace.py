@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kpemu.analyse.nftexplain import _kernel_dnat, _nat_phrases
-from kpemu.analyse.nfttrace import attribute, journeys, kube_path, parse_trace
-from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.analyse.attribution.nft import attribute, journeys, kube_path, parse_trace
+from kpemu.analyse.explain.nft import _kernel_dnat, _nat_phrases
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.types import Packet
 from kpemu.inputs.scenario import load_scenario
 from kpemu.inputs.topology import load_topology
 from kpemu.kernel.nfttrace import trace_table_text
@@ -99,7 +100,7 @@ def kube_path_hops(hops):  # type: ignore[no-untyped-def]
 
 
 def test_ledger_phrases_name_the_dnat_chain_element_and_arm() -> None:
-    from kpemu.analyse.nftexplain import _nat_phrases
+    from kpemu.analyse.explain.nft import _nat_phrases
 
     table = nftables_transaction(load_topology(DATA / "worked-1.33.yaml"), "node-a").table()
     said = _nat_phrases(parse_trace(TRACE)["1a2b3c4d"], table)

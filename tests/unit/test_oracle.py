@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
+from kpemu.analyse.oracle import node_local_addresses, predict_for_topology
+from kpemu.analyse.oracle.compare import compare_paths
+from kpemu.analyse.oracle.iptables import predict
+from kpemu.analyse.oracle.types import Packet
 from kpemu.model import topology_from_data
 from kpemu.proxy.iptables import iptables_rules
 
@@ -225,7 +228,7 @@ def test_an_altered_rule_set_is_reported_as_model_vs_kernel() -> None:
     rs = iptables_rules(t, "node1")
     ext = rs.tables["nat"].chains[f"KUBE-EXT-{SVC}"]
     ext.rules = [r for r in ext.rules if r.target != "KUBE-MARK-MASQ"]
-    kernel = predict_for_topology(t, "node1", Packet("10.242.72.50", "192.168.1.100", 30080), rs=rs)
+    kernel = predict(rs, Packet("10.242.72.50", "192.168.1.100", 30080), node_local_addresses(t, "node1"), "node1")
     ko = kernel.outcome_for("10.244.0.2:80")
     assert not ko.masquerade
     diffs = compare_paths(model, ko.kube_path(), "10.244.0.2:80")

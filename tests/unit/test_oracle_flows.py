@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from kpemu.analyse.oracle import Packet, Prediction, predict, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.iptables import predict
+from kpemu.analyse.oracle.types import Packet, Prediction
 from kpemu.inputs.topology import load_topology
 from kpemu.model.topology import Topology
 from kpemu.proxy.iptables import iptables_rules

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kpemu.analyse.nftwalk import predict_nft
-from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.nft import predict_nft
+from kpemu.analyse.oracle.types import Packet
 from kpemu.inputs.topology import load_topology
 from kpemu.proxy.nftables import nftables_transaction
 

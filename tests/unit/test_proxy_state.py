@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kpemu.analyse.oracle import Packet, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.types import Packet
 from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs.schema import Collected
 from kpemu.proxy.iptables import mode as iptables_mode

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kpemu.analyse.attribution import packets_for, parse_trace
+from kpemu.analyse.attribution.xtables import packets_for, parse_trace
 from kpemu.analyse.drops import parse_drops, window
 from kpemu.analyse.expect import check_died
 from kpemu.analyse.ledger import ConnLedger, Hop, PointInfo
@@ -206,7 +206,7 @@ def _udp_through_entry(second: str, node: str) -> ConnLedger:
 
 
 def test_a_drop_at_an_address_a_conntrack_entry_dnated_to_names_the_entry_and_whether_rules_were_consulted() -> None:
-    from kpemu.analyse.attribution import Event, TracedPacket, Visit
+    from kpemu.analyse.attribution.xtables import Event, TracedPacket, Visit
 
     cl = _udp_through_entry("node2/flannel.1", "node2")
     drops = parse_drops("REASON 70 NEIGH_FAILED\nDROP 9 4026532382 4 70 neigh_invalidate 17 10.244.0.3 10.244.1.5 "
@@ -223,7 +223,7 @@ def test_a_drop_at_an_address_a_conntrack_entry_dnated_to_names_the_entry_and_wh
 
 
 def test_with_ipvs_a_drop_in_the_hook_is_not_blamed_on_conntrack_and_ipvs_made_the_entry() -> None:
-    from kpemu.analyse.attribution import Event, TracedPacket, Visit
+    from kpemu.analyse.attribution.xtables import Event, TracedPacket, Visit
     from kpemu.analyse.verdict import NO_RULE_DROPPED
 
     cl = _udp_through_entry("node2/flannel.1", "node2")
@@ -313,7 +313,7 @@ def test_a_rule_verdict_is_confirmed_by_a_netfilter_drop_in_its_time_window() ->
 
 
 def test_a_dnat_no_traced_rule_made_is_put_on_the_conntrack_entry_the_packet_matched() -> None:
-    from kpemu.analyse.attribution import Event, TracedPacket, Visit, attribute_connection
+    from kpemu.analyse.attribution.xtables import Event, TracedPacket, Visit, attribute_connection
     from kpemu.analyse.ledger import Change
 
     cl = _udp_through_entry("node1/cni0", "node1")

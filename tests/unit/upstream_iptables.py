@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from functools import cmp_to_key
 
-from kpemu.dumps.iptcheck import TARGETS
+from kpemu.dumps.xtables.check import TARGETS
 from kpemu.proxy.rules import BUILTIN_CHAINS, parse_args, split_line
 
 NODEPORTS, SERVICES = "KUBE-NODEPORTS", "KUBE-SERVICES"
@@ -117,7 +117,7 @@ def sort_iptables_rules(data: str) -> str:
 def check_iptables_rule_jumps(data: str) -> list[str]:
     """checkIPTablesRuleJumps, as iptables-restore would judge it: what is wrong with the jumps of an
     iptables-restore input or iptables-save dump ([] when nothing is). Every `-j` / `-g` target must be a
-    target extension (ACCEPT, DNAT, MARK, ...: kpemu.dumps.iptcheck.TARGETS) or a chain declared with a
+    target extension (ACCEPT, DNAT, MARK, ...: kpemu.dumps.xtables.check.TARGETS) or a chain declared with a
     `:CHAIN` line of the same table (never a built-in chain), and every `-A` / `-I` must add to a built-in
     chain of the table or a declared one."""
     tables: dict[str, tuple[set[str], list[tuple[str, str | None]]]] = {}

@@ -30,5 +30,6 @@ def build(topo: Topology, node: str, kernel: tuple[int, int] | None = None) -> N
 
 MODE = ProxyMode(
     MODE_FACTS["iptables"], ("iptables-restore", "iptables-save"), build,
-    saved=("iptables", "ipset"), trace="iptables-trace", features=("match:statistic",), nfacct=True,
+    saved=("iptables", "ipset"), trace="iptables-trace", walks="xtables", features=("match:statistic",),
+    nfacct=True,
     explain_hooks=explain_hooks)

@@ -50,7 +50,7 @@ def notice(kp: KubeProxy) -> str | None:
 
 MODE = ProxyMode(
     MODE_FACTS["ipvs"], ("iptables-restore", "iptables-save", "ipset", "ipvs"), build,
-    saved=("iptables", "ipset", "ipvs"), trace="iptables-trace",
+    saved=("iptables", "ipset", "ipvs"), trace="iptables-trace", walks="xtables",
     features=("ip_vs", "dummy", "ipset:hash:ip,port", "ipset:hash:ip,port,ip", "ipset:hash:ip,port,net",
               "ipset:bitmap:port", "match:set", "tool:ipset", "tool:ipvsadm"),
     notice=notice, explain_hooks=explain_hooks)

@@ -26,4 +26,5 @@ def build(topo: Topology, node: str, kernel: tuple[int, int] | None = None) -> N
 
 MODE = ProxyMode(
     MODE_FACTS["nftables"], ("nft", "nft-list"), build,
-    saved=("iptables", "nft"), trace="nft-monitor", features=("tool:nft", "nftables"), explain_hooks=explain_hooks)
+    saved=("iptables", "nft"), trace="nft-monitor", walks="nft", features=("tool:nft", "nftables"),
+    explain_hooks=explain_hooks)

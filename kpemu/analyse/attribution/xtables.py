@@ -1,4 +1,4 @@
-"""Rule attribution (pure): which rule or IPVS decision changed the packet at each hop.
+"""Rule attribution for `xtables-monitor --trace` (pure): which rule or IPVS decision changed the packet at each hop.
 
 Inputs are texts the kernel printed: `xtables-monitor --trace` per node (kernel/trace.py),
 `iptables-save -c` before/after (kernel/snapshot.py), `ipvsadm -Ln --stats` / `-Sn`, and the
@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from kpemu.analyse.attribution.phrases import conntrack_phrase, outer_phrase
 from kpemu.analyse.ledger import ConnLedger, FlowLedger, Hop
 from kpemu.proxy.rules import split_line
 
@@ -230,26 +231,6 @@ def phrases(pkt: TracedPacket) -> dict[str, list[str]]:
     return out
 
 
-def _outer_phrase(kind: str, hop: Hop, prev: Hop) -> str | None:
-    o = hop.pkt.outer if kind == "encap" else prev.pkt.outer
-    if o is None:
-        return None
-    name = "VXLAN" if o.type == "vxlan" else o.type.upper()
-    vni = f" VNI {o.vni}" if o.vni is not None else ""
-    return f"encapsulated {name}{vni} to {o.dst}" if kind == "encap" else f"decapsulated {name}{vni} from {o.src}"
-
-
-def _ct_phrase(entries: list[dict], node: str | None) -> str | None:
-    for e in entries:
-        if node and e.get("node") != node:
-            continue
-        o, r = e.get("original") or {}, e.get("reply") or {}
-        mark = f" mark {e['mark']}" if e.get("mark") not in (None, "0") else ""
-        return (f"conntrack {e.get('proto')} {o.get('src')}:{o.get('sport')} -> {o.get('dst')}:{o.get('dport')}"
-                f" reply {r.get('src')}:{r.get('sport')} -> {r.get('dst')}:{r.get('dport')}{mark}")
-    return None
-
-
 def _ipvs_phrase(entries: list[dict], node: str | None, schedulers: Mapping[str, str]) -> str | None:
     for e in entries:
         if node and e.get("node") != node:
@@ -287,17 +268,17 @@ def attribute_connection(cl: ConnLedger, traces: Mapping[str, list[TracedPacket]
                     ch.by += said["DNAT"] + said["MARK"]
                     if not said["DNAT"]:
                         ip = _ipvs_phrase(cl.ipvs, node, schedulers)
-                        ct = _ct_phrase(cl.conntrack, node) if mine and not ip and not schedulers else None
+                        ct = conntrack_phrase(cl.conntrack, node) if mine and not ip and not schedulers else None
                         if ip or ct:  # traced there without a DNAT rule: the packet matched an older entry
                             ch.by.append(ip or f"an existing entry, no nat rule consulted: {ct}")
                 elif ch.kind == "SNAT":
                     ch.by += said["SNAT"]
                 elif ch.kind in ("encap", "decap"):
-                    ph = _outer_phrase(ch.kind, hop, prev)
+                    ph = outer_phrase(ch.kind, hop, prev)
                     if ph:
                         ch.by.append(ph)
                 elif ch.kind in ("un-DNAT", "un-SNAT"):
-                    ct = _ct_phrase(cl.conntrack, node)
+                    ct = conntrack_phrase(cl.conntrack, node)
                     if ct:
                         ch.by.append(f"reverse NAT by {ct}")
     return att

@@ -4,7 +4,7 @@ addresses with their prefix after `ip saddr` / `ip daddr`, ports and port ranges
 kernel refuses 0: ERANGE) and its arms `INT : VERDICT` (or `INT : ADDR . PORT`), no number longer
 than 20 digits, and every element's key parts by the set's type.
 
-Each check raises ValueError saying what was expected; kpemu.dumps.nft adds the file and the line.
+Each check raises ValueError saying what was expected; kpemu.dumps.nft.read adds the file and the line.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`kpemu trace` for an nftables-mode node: one packet walked offline through `table ip kube-proxy`
 (a real `nft list ruleset` dump, or kpemu's generated table in the same listing form) by the oracle
-that checks live packets (kpemu.analyse.nftwalk.predict_nft), printed per base chain and hook with
+that checks live packets (kpemu.analyse.oracle.nft.predict_nft), printed per base chain and hook with
 the verdict-map element and set each lookup hit, the numgen arm and its probability, the mark, the
 masquerade and the verdict."""
 
@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kpemu.analyse.nftwalk import predict_nft
-from kpemu.analyse.oracle import Outcome, Packet, Prediction, Step, WalkLimit
+from kpemu.analyse.oracle import node_local_addresses
+from kpemu.analyse.oracle.nft import predict_nft
+from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
+from kpemu.dumps.files import DumpFiles, read_text
+from kpemu.dumps.nft.read import NftDump, listed, parse_nft
 from kpemu.dumps.trace import result_line, trace_document, trace_header
 from kpemu.errors import InputError
+from kpemu.proxy.modes import node_state
 from kpemu.proxy.nftables.listing import priority_text
 from kpemu.proxy.nftables.tx import Table, quote
-
-if TYPE_CHECKING:
-    from kpemu.dumps.nft import NftDump
 
 _MARK_SET = re.compile(r"(?:meta )?mark set (?:meta )?mark (or|xor|\||\^) (0x[0-9a-f]+)")
 
@@ -46,19 +47,13 @@ def _masq_mark(table: Table) -> int | None:
 def nft_node(topo: Any, node: str, node_ips: list[str], nft: NftDump | None) -> NftNode:
     """The table to walk: the dump's (`nft`) or, without one, kpemu's
     generated table; the node's addresses from the topology and `node_ips`."""
-    from kpemu.dumps.nft import listed
-
     local = {"127.0.0.1", *node_ips}
     if topo is not None:
-        from kpemu.analyse.oracle import node_local_addresses
-
         local |= node_local_addresses(topo, node)
     elif not node_ips:
         raise InputError("kpemu trace: a dump without a topology needs the node's addresses: --node-ip IP "
                          "(e.g. its InternalIP)")
     if nft is None:
-        from kpemu.proxy.modes import node_state
-
         kp = topo.kubeProxy
         table = listed(node_state(topo, node).walk.nft)
         return NftNode(node, table, frozenset(local), 1 << kp.masqueradeBit,
@@ -68,6 +63,11 @@ def nft_node(topo: Any, node: str, node_ips: list[str], nft: NftDump | None) -> 
         raise InputError(f"kpemu trace --nft {nft.path}: the dump has no table ip kube-proxy ({found}); give the "
                          "node's nft list ruleset of a kube-proxy in nftables mode")
     return NftNode(node, nft.table, frozenset(local), _masq_mark(nft.table), f"table ip kube-proxy of {nft.describe()}")
+
+
+def nft_node_of(topo: Any, node: str, node_ips: list[str], files: DumpFiles) -> NftNode:
+    """The table to walk: the --nft dump's, else kpemu's generated one (`nft_node`)."""
+    return nft_node(topo, node, node_ips, parse_nft(read_text(files.nft), files.nft) if files.nft else None)
 
 
 def run_nft_trace(nn: NftNode, pkt: Packet) -> Prediction:

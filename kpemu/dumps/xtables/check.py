@@ -3,7 +3,7 @@ value of a rule (addresses with their prefix, ports and port ranges, marks and m
 conntrack states, address types, DNAT/SNAT destinations), every chain a rule is appended to or jumps
 to declared in its table before (the jump loop and depth checks are kpemu.dumps.jumps').
 
-Each check raises ValueError naming the field; kpemu.dumps.read adds the file and the line.
+Each check raises ValueError naming the field; kpemu.dumps.xtables.read adds the file and the line.
 """
 
 from __future__ import annotations

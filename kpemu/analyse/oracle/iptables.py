@@ -1,4 +1,4 @@
-"""The model oracle (pure): walk kube-proxy's generated rules for one packet, without a kernel.
+"""The iptables oracle (pure): walk kube-proxy's generated iptables rules for one packet, without a kernel.
 
 As kube-proxy's own unit tests do (pkg/proxy/iptables/proxier_test.go `tracePacket`), a packet
 (source, protocol, destination, port) is walked through the netfilter hooks of one node: nat
@@ -11,165 +11,35 @@ IPVS mode: ipset membership drives the `-m set` matches and, when the destinatio
 server local to the node, IPVS picks one real server (every real server is an outcome) and sends
 the packet on through the OUTPUT hook's filter chains and nat POSTROUTING.
 
-`compare_paths` checks a kernel trace (kpemu.analyse.attribution) against the outcomes; any
-difference is reported as "model vs kernel".
+The prediction vocabulary is in kpemu.analyse.oracle.types; kpemu.analyse.oracle picks this walker for
+the modes whose kube-proxy state is iptables rules.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from kpemu.cni import node_addresses
+from kpemu.analyse.oracle.types import (
+    MAX_OUTCOMES,
+    Packet,
+    Prediction,
+    Step,
+    WalkLimit,
+    WalkState,
+    in_network,
+    is_local,
+    outcome,
+    start,
+)
 from kpemu.proxy.rules import BUILTIN_CHAINS, Rule, RuleSet
-from kpemu.proxy.state import IpvsModel, NodeProxyState
+from kpemu.proxy.state import IpvsModel
 
-LOCALHOST = ipaddress.IPv4Network("127.0.0.0/8")
 _TERMINAL = {"ACCEPT", "DROP", "REJECT", "DNAT", "SNAT", "MASQUERADE", "REDIRECT"}
 MAX_DEPTH = 32  # nested jumps the walker follows (the kernel's own check is for loops: ELOOP)
-MAX_OUTCOMES = 10_000  # paths of one packet the walker follows (kube-proxy's rules give one per endpoint)
-
-
-class WalkLimit(ValueError):
-    """The walk would pass one of the stated limits (MAX_DEPTH nested jumps, MAX_OUTCOMES paths)."""
-
-
-@dataclass(frozen=True)
-class Packet:
-    """The first packet of a connection as it enters the node (or leaves a local process)."""
-
-    src: str
-    dst: str
-    dport: int
-    proto: str = "tcp"
-    sport: int = 40000
-    origin: str = "remote"  # remote: arrives on an interface (PREROUTING); local: a node process (OUTPUT)
-    mark: int = 0
-    bridged: bool = False  # seen through br_netfilter (physdev --physdev-is-in true)
-
-
-@dataclass(frozen=True)
-class Step:
-    """One rule that matched (or a built-in chain's policy, `rule` None) in table/chain."""
-
-    table: str
-    chain: str
-    rule: Rule | None
-    verdict: str  # JUMP:<chain> | RETURN | ACCEPT | DNAT | MASQUERADE | MARK | DROP | REJECT | CONTINUE | POLICY
-
-    @property
-    def target(self) -> str | None:
-        return self.rule.target if self.rule else None
-
-    def text(self) -> str:
-        """`-A CHAIN args` (restore form) or `CHAIN policy ACCEPT`."""
-        return self.rule.restore_line() if self.rule else f"{self.chain} policy ACCEPT"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One possible path of the packet through the node, with its probability."""
-
-    probability: float
-    steps: tuple[Step, ...]
-    hooks: tuple[str, ...]
-    verdict: str  # ACCEPT | DROP | REJECT
-    dnat: str | None = None  # "ip:port" set by DNAT (or IPVS)
-    endpoint_chain: str | None = None  # the KUBE-SEP chain that did the DNAT
-    mark: int = 0  # the skb mark when it reached POSTROUTING (before the xor)
-    marked_masq: bool = False  # KUBE-MARK-MASQ ran
-    masquerade: bool = False  # a MASQUERADE rule matched in POSTROUTING
-    masquerade_chain: str | None = None
-    ipvs: str | None = None  # "TCP vip:port rr -> rip:port" when IPVS chose the real server
-
-    @property
-    def chains(self) -> list[str]:
-        """Chains the packet entered, in order, without repeats."""
-        out: list[str] = []
-        for s in self.steps:
-            if s.chain not in out:
-                out.append(s.chain)
-        return out
-
-    def kube_path(self) -> list[tuple[str, str, str | None]]:
-        """(table, chain, target) of the matched kube-proxy rules (what a kernel trace must show)."""
-        return [(s.table, s.chain, s.target) for s in self.steps if s.rule is not None and _is_kube(s)]
-
-
-@dataclass
-class Prediction:
-    """Every outcome of a packet on one node, and what they have in common."""
-
-    packet: Packet
-    node: str
-    outcomes: list[Outcome] = field(default_factory=list)
-
-    @property
-    def endpoints(self) -> dict[str, float]:
-        """DNAT target -> total probability ("ip:port"; IPVS real servers too)."""
-        out: dict[str, float] = {}
-        for o in self.outcomes:
-            if o.dnat:
-                out[o.dnat] = out.get(o.dnat, 0.0) + o.probability
-        return out
-
-    @property
-    def endpoint_chains(self) -> dict[str, float]:
-        """KUBE-SEP chain -> total probability."""
-        out: dict[str, float] = {}
-        for o in self.outcomes:
-            if o.endpoint_chain:
-                out[o.endpoint_chain] = out.get(o.endpoint_chain, 0.0) + o.probability
-        return out
-
-    @property
-    def verdicts(self) -> set[str]:
-        return {o.verdict for o in self.outcomes}
-
-    @property
-    def masquerade(self) -> bool | None:
-        """True/False when every outcome agrees, None when it depends on the endpoint chosen."""
-        vals = {o.masquerade for o in self.outcomes}
-        return vals.pop() if len(vals) == 1 else None
-
-    @property
-    def marked(self) -> bool | None:
-        vals = {o.marked_masq for o in self.outcomes}
-        return vals.pop() if len(vals) == 1 else None
-
-    def outcome_for(self, dnat: str) -> Outcome | None:
-        """The outcome that DNATs to `dnat` (the backend that answered)."""
-        return next((o for o in self.outcomes if o.dnat == dnat), None)
-
-
-@dataclass(frozen=True)
-class _State:
-    pkt: Packet
-    dst: str
-    dport: int
-    src: str
-    mark: int
-    steps: tuple[Step, ...] = ()
-    dnat: str | None = None
-    sep: str | None = None
-    marked: bool = False
-    masq: bool = False
-    masq_chain: str | None = None
-    ipvs: str | None = None
-    post_mark: int = 0
-
-
-def _is_kube(s: Step) -> bool:
-    t = s.target or ""
-    return s.table == "kube-proxy" or s.chain.startswith("KUBE-") or t.startswith("KUBE-")
 
 
 # -- matching --------------------------------------------------------------------------------------
-def _in(addr: str, net: str) -> bool:
-    return ipaddress.IPv4Address(addr) in ipaddress.ip_network(net, strict=False)
-
-
 def _port_in(value: str, port: int) -> bool:
     """`PORT` or `LO:HI` (iptables' port range) holds `port`."""
     lo, sep, hi = value.partition(":")
@@ -182,7 +52,7 @@ def _mark_match(value: str, mark: int) -> bool:
     return (mark & mask) == int(v, 0)
 
 
-def _set_key_match(set_type: str, members: Iterable[str], flags: str, st: _State) -> bool:
+def _set_key_match(set_type: str, members: Iterable[str], flags: str, st: WalkState) -> bool:
     parts = []
     for f in flags.split(","):
         parts.append(st.src if f == "src" else st.dst)
@@ -204,7 +74,7 @@ def _set_key_match(set_type: str, members: Iterable[str], flags: str, st: _State
                 p = st.dport if flags.split(",")[min(i, len(flags.split(",")) - 1)] == "dst" else st.pkt.sport
                 ok = want == f"{proto}:{p}"
             elif kind == "net":
-                ok = have is not None and _in(have, want)
+                ok = have is not None and in_network(have, want)
             if not ok:
                 break
         if ok:
@@ -212,15 +82,15 @@ def _set_key_match(set_type: str, members: Iterable[str], flags: str, st: _State
     return False
 
 
-def _match(rule: Rule, st: _State, local: set[str], ipvs: IpvsModel | None) -> float:
+def _match(rule: Rule, st: WalkState, local: set[str], ipvs: IpvsModel | None) -> float:
     """Probability that `rule` matches the packet in state `st` (0, 1, or a statistic's p)."""
     p = rule.parsed
     for o in p.base:
         v = o.values[0] if o.values else ""
         if o.name == "-s":
-            ok = _in(st.src, v)
+            ok = in_network(st.src, v)
         elif o.name == "-d":
-            ok = _in(st.dst, v)
+            ok = in_network(st.dst, v)
         elif o.name == "-p":
             ok = v == st.pkt.proto
         else:  # -i/-o: kube-proxy's rules do not use them; assume they match
@@ -240,8 +110,7 @@ def _match(rule: Rule, st: _State, local: set[str], ipvs: IpvsModel | None) -> f
                     ok = _port_in(v, st.pkt.sport)
             elif m.module == "addrtype":
                 addr = st.src if o.name == "--src-type" else st.dst
-                is_local = addr in local or _in(addr, str(LOCALHOST))
-                ok = is_local if v == "LOCAL" else not is_local
+                ok = is_local(addr, local) if v == "LOCAL" else not is_local(addr, local)
             elif m.module == "mark" and o.name == "--mark":
                 ok = _mark_match(v, st.mark)
             elif m.module == "conntrack" and o.name == "--ctstate":
@@ -288,20 +157,20 @@ class _Walker:
     def __init__(self, rs: RuleSet, local: set[str], ipvs: IpvsModel | None):
         self.rs, self.local, self.ipvs = rs, local, ipvs
 
-    def chain(self, table: str, chain: str, st: _State, prob: float,
-              depth: int = 0) -> list[tuple[float, _State, str]]:
+    def chain(self, table: str, chain: str, st: WalkState, prob: float,
+              depth: int = 0) -> list[tuple[float, WalkState, str]]:
         """Walk one chain: [(probability, state, verdict)], verdict RETURN when it falls through."""
         if depth > MAX_DEPTH:
             raise WalkLimit(f"chain {table}/{chain}: jumps nest more than {MAX_DEPTH} deep (a rule loop?)")
         rules = self.rs.rules(table, chain)
         return self._from(table, chain, rules, 0, st, prob, depth)
 
-    def _from(self, table: str, chain: str, rules: list[Rule], i: int, st: _State, prob: float,
-              depth: int) -> list[tuple[float, _State, str]]:
+    def _from(self, table: str, chain: str, rules: list[Rule], i: int, st: WalkState, prob: float,
+              depth: int) -> list[tuple[float, WalkState, str]]:
         """The chain's rules from `i` on, iteratively (a statistic rule splits the walk without
         recursion); the results come in depth-first order, the branch that did not match first."""
-        out: list[tuple[float, _State, str]] = []
-        tasks: list[tuple[int, _State, float] | list[tuple[float, _State, str]]] = [(i, st, prob)]
+        out: list[tuple[float, WalkState, str]] = []
+        tasks: list[tuple[int, WalkState, float] | list[tuple[float, WalkState, str]]] = [(i, st, prob)]
         while tasks:
             task = tasks.pop()
             if isinstance(task, list):
@@ -327,8 +196,8 @@ class _Walker:
             tasks += reversed(after)
         return out
 
-    def _target(self, table: str, chain: str, rule: Rule, st: _State, prob: float,
-                depth: int) -> list[tuple[float, _State, str]]:
+    def _target(self, table: str, chain: str, rule: Rule, st: WalkState, prob: float,
+                depth: int) -> list[tuple[float, WalkState, str]]:
         t = rule.target
         step = lambda verdict: (*st.steps, Step(table, chain, rule, verdict))  # noqa: E731
         if t is None or t in ("TRACE", "LOG", "NFLOG"):
@@ -341,7 +210,8 @@ class _Walker:
             to = rule.parsed.dnat_to or ""
             ip, _, port = to.partition(":")  # a range (a-b:p-q) DNATs to its first address and port
             ip, port = ip.split("-")[0], port.split("-")[0]
-            s = replace(st, steps=step("DNAT"), dnat=to, sep=chain, dst=ip, dport=int(port) if port else st.dport)
+            s = replace(st, steps=step("DNAT"), dnat=to, endpoint_chain=chain, dst=ip,
+                        dport=int(port) if port else st.dport)
             return [(prob, s, "ACCEPT")]
         if t in ("MASQUERADE", "SNAT"):
             return [(prob, replace(st, steps=step(t), masq=True, masq_chain=chain), "ACCEPT")]
@@ -354,7 +224,8 @@ class _Walker:
             out.append((pr, s2, "RETURN-FROM-CALLEE" if v == "RETURN" else v))
         return out
 
-    def builtin(self, table: str, chain: str, states: list[tuple[float, _State]]) -> list[tuple[float, _State, str]]:
+    def builtin(self, table: str, chain: str,
+                states: list[tuple[float, WalkState]]) -> list[tuple[float, WalkState, str]]:
         """Walk a built-in chain for each state; a fall-through takes the policy (ACCEPT)."""
         out = []
         for prob, st in states:
@@ -369,8 +240,8 @@ class _Walker:
         return out
 
 
-def _hook(w: _Walker, hook: str, tables: tuple[str, ...], states: list[tuple[float, _State]],
-          done: list[tuple[float, _State, str, tuple[str, ...]]], hooks: dict[int, tuple[str, ...]]) -> list:
+def _hook(w: _Walker, hook: str, tables: tuple[str, ...], states: list[tuple[float, WalkState]],
+          done: list[tuple[float, WalkState, str, tuple[str, ...]]], hooks: dict[int, tuple[str, ...]]) -> list:
     for table in tables:
         if table not in BUILTIN_CHAINS or hook not in BUILTIN_CHAINS[table]:
             continue
@@ -389,15 +260,15 @@ def predict(rs: RuleSet, pkt: Packet, local: Iterable[str], node: str = "",
     """All outcomes of `pkt` on a node with rule set `rs` whose own addresses are `local`."""
     local_set = set(local)
     w = _Walker(rs, local_set, ipvs)
-    st = _State(pkt, pkt.dst, pkt.dport, pkt.src, pkt.mark)
-    done: list[tuple[float, _State, str, tuple[str, ...]]] = []
+    st = start(pkt)
+    done: list[tuple[float, WalkState, str, tuple[str, ...]]] = []
     pre = "OUTPUT" if pkt.origin == "local" else "PREROUTING"
     states = _hook(w, pre, ("raw", "mangle", "nat"), [(1.0, st)], done, {})
     if pkt.origin == "local":
         states = _hook(w, "OUTPUT", ("filter",), states, done, {})
-    finals: list[tuple[float, _State, tuple[str, ...]]] = []
+    finals: list[tuple[float, WalkState, tuple[str, ...]]] = []
     for prob, s in states:
-        to_local = s.dst in local_set or _in(s.dst, str(LOCALHOST))
+        to_local = is_local(s.dst, local_set)
         if pkt.origin == "local":
             path = [(prob, s)]
             hooks = ("OUTPUT",)
@@ -421,13 +292,13 @@ def predict(rs: RuleSet, pkt: Packet, local: Iterable[str], node: str = "",
                 finals.append((pr2, y, hooks if pkt.origin != "local" else ("OUTPUT", "POSTROUTING")))
     pred = Prediction(pkt, node)
     for prob, s, v, _ in done:
-        pred.outcomes.append(_outcome(prob, s, v, ("PREROUTING",)))
+        pred.outcomes.append(outcome(prob, s, v, ("PREROUTING",)))
     for prob, s, hooks in finals:
-        pred.outcomes.append(_outcome(prob, s, "ACCEPT", hooks))
+        pred.outcomes.append(outcome(prob, s, "ACCEPT", hooks))
     return pred
 
 
-def _ipvs(path: list[tuple[float, _State]], ipvs: IpvsModel | None) -> list[tuple[float, _State]]:
+def _ipvs(path: list[tuple[float, WalkState]], ipvs: IpvsModel | None) -> list[tuple[float, WalkState]]:
     """IPVS in LOCAL_IN: a virtual server for (proto, dst, dport) picks each real server."""
     if ipvs is None:
         return path
@@ -444,80 +315,3 @@ def _ipvs(path: list[tuple[float, _State]], ipvs: IpvsModel | None) -> list[tupl
             desc = f"IPVS {vs.scheduler} {vs.protocol} {vs.address}:{vs.port} -> {to}"
             out.append((prob / n, replace(s, dnat=to, dst=r.address, dport=r.port, ipvs=desc)))
     return out
-
-
-def _outcome(prob: float, s: _State, verdict: str, hooks: tuple[str, ...]) -> Outcome:
-    return Outcome(probability=round(prob, 10), steps=s.steps, hooks=hooks, verdict=verdict, dnat=s.dnat,
-                   endpoint_chain=s.sep, mark=s.post_mark or s.mark, marked_masq=s.marked, masquerade=s.masq,
-                   masquerade_chain=s.masq_chain, ipvs=s.ipvs)
-
-
-# -- convenience -----------------------------------------------------------------------------------
-def node_local_addresses(topo, node: str) -> set[str]:
-    """Addresses local to a node in the lab: loopback, its underlay IP and the CNI's addresses on it."""
-    return {"127.0.0.1", *node_addresses(topo, node)}
-
-
-def predict_for_topology(topo, node: str, pkt: Packet, rs: RuleSet | None = None,
-                         state: NodeProxyState | None = None) -> Prediction:
-    """`predict` on what kpemu generates for `node`: its kube-proxy `state` (the run's, generated here
-    when not given) walked as iptables rules (with IPVS's sets and virtual servers when the mode has
-    them; `rs` stands in for the rules) or as kube-proxy's nft table (kpemu.analyse.nftwalk)."""
-    from kpemu.proxy.modes import node_state
-
-    walk = (state or node_state(topo, node)).walk
-    local = node_local_addresses(topo, node) | walk.local
-    if walk.nft is not None:
-        from kpemu.analyse.nftwalk import predict_nft
-
-        return predict_nft(walk.nft, pkt, local, node, 1 << topo.kubeProxy.masqueradeBit)
-    return predict(rs or walk.rules, pkt, local, node, walk.ipvs)  # type: ignore[arg-type]
-
-
-# -- model vs kernel -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Disagreement:
-    """The model's prediction and what the kernel did differ for one packet on one node."""
-
-    node: str
-    what: str
-    model: str
-    kernel: str
-
-    def describe(self) -> str:
-        return f"model vs kernel on {self.node}: {self.what}: model {self.model}; kernel {self.kernel}"
-
-
-def compare_paths(pred: Prediction, kernel_path: list[tuple[str, str, str | None]],
-                  kernel_dnat: str | None = None) -> list[Disagreement]:
-    """Compare the kube-proxy rules a kernel trace shows (table, chain, target) with the model.
-
-    The kernel took one path; it must be one of the model's outcomes (the one with the same DNAT
-    target when known). Returns [] when they agree.
-    """
-    cands = [o for o in pred.outcomes if kernel_dnat is None or o.dnat == kernel_dnat]
-    if not cands:
-        return [Disagreement(pred.node, "DNAT target", " or ".join(sorted(pred.endpoints)) or "no DNAT",
-                             kernel_dnat or "no DNAT")]
-    kernel_path = _without_returns(kernel_path)
-    for o in cands:
-        if _without_returns(o.kube_path()) == kernel_path:
-            return []
-    best = cands[0]
-    mp = _without_returns(best.kube_path())
-    for i in range(max(len(mp), len(kernel_path))):
-        a = mp[i] if i < len(mp) else None
-        b = kernel_path[i] if i < len(kernel_path) else None
-        if a != b:
-            return [Disagreement(pred.node, f"rule {i + 1} of the kube-proxy path", _fmt(a), _fmt(b))]
-    return []
-
-
-def _without_returns(path: list[tuple[str, str, str | None]]) -> list[tuple[str, str, str | None]]:
-    """The path without `-j RETURN` steps: some kernels (the guest's 6.1 among them) trace a matched
-    RETURN rule as the chain's own return event, with no rule attached, so it is not always visible."""
-    return [step for step in path if step[2] != "RETURN"]
-
-
-def _fmt(x: tuple[str, str, str | None] | None) -> str:
-    return "nothing" if x is None else f"{x[0]}/{x[1]} -j {x[2]}"

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from kpemu.analyse.oracle import MAX_DEPTH
+from kpemu.analyse.oracle.iptables import MAX_DEPTH
 from kpemu.dumps import values
-from kpemu.dumps.iptcheck import TARGETS, chain_name, check_values
 from kpemu.dumps.jumps import loop_or_depth
+from kpemu.dumps.xtables.check import TARGETS, chain_name, check_values
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.ipvs.ipvsadm_text import VirtualServer, parse_ipvsadm_save
 from kpemu.proxy.rules import BUILTIN_CHAINS, Rule, RuleSet, Table, parse_args, split_line
@@ -29,22 +28,6 @@ class IpsetDump:
     """`ipset save`: set name -> (type, members as printed)."""
 
     sets: dict[str, tuple[str, tuple[str, ...]]]
-
-
-def read_text(path: str) -> str:
-    """A dump file's text (`-` is standard input); InputError when it cannot be read or is not UTF-8
-    (naming the line and column of the first byte that is not)."""
-    try:
-        data = Path("/dev/stdin" if path == "-" else path).read_bytes()
-    except OSError as e:
-        raise InputError([Problem(path, "", f"cannot read the dump: {e.strerror}")]) from None
-    try:
-        return data.decode()
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise _bad(path, line, f"column {col}: byte {data[e.start]:#04x} is not UTF-8; the tools print text: "
-                               "save their output again, unedited") from None
 
 
 def _bad(path: str, lineno: int, msg: str) -> InputError:

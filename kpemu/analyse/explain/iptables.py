@@ -1,20 +1,20 @@
-"""Explain a run's flows (pure): what to trace, rule attribution, hook walk and its claim, verdicts, model vs kernel.
+"""Explain a flow traced by xtables-monitor (pure): rule attribution, hook walk and its claim, verdicts,
+model vs kernel, for the modes whose rules are iptables rules (with IPVS balancing, or without).
 
-Joins the building blocks for one flow of a run: `flow_match` says which tuples the kernel must
-trace (kernel/trace.py); `explain_flow` takes the ledger, the trace text of every node and the
-counter snapshots taken around the flow, fills the ledger's `changed_by[].by` (attribution.py),
-walks the netfilter hooks of the first packet on each node (hooks.py), checks the common hook claim
-on the node where the Service is entered, and checks every connection's first packet against the
-model oracle (oracle.py). The result is plain data for hops.json and the reports.
+Joins the building blocks for one flow of a run (what the kernel traced for it was chosen by
+kpemu.plan.tracing.flow_match): `explain_iptables_flow` takes the ledger, the trace text of every
+node and the counter snapshots taken around the flow, fills the ledger's `changed_by[].by`
+(kpemu.analyse.attribution.xtables), walks the netfilter hooks of the first packet on each node
+(kpemu.analyse.hooks), checks the common hook claim on the node where the Service is entered, and
+checks every connection's first packet against the model oracle (kpemu.analyse.oracle). The result
+is plain data for hops.json and the reports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
-from kpemu.analyse.attribution import (
+from kpemu.analyse.attribution.xtables import (
     ConnAttribution,
     TracedPacket,
     attribute_flow,
@@ -26,59 +26,21 @@ from kpemu.analyse.attribution import (
     kube_chain_path,
 )
 from kpemu.analyse.drops import parse_drops, time_note
+from kpemu.analyse.explain.types import FlowExplanation
 from kpemu.analyse.hooks import CLAIMS, check_hook_claim, hook_walk, hooks_only, walk_text
 from kpemu.analyse.ledger import ConnLedger, FlowLedger
-from kpemu.analyse.oracle import Packet, Prediction, compare_paths, predict_for_topology
-from kpemu.analyse.verdict import Verdict, connection_verdict
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.compare import compare_paths
+from kpemu.analyse.oracle.types import Packet, Prediction
+from kpemu.analyse.verdict import connection_verdict
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
-from kpemu.plan.tracing import LOST_EVENTS, FlowMatch, TraceData
-from kpemu.proxy.modes import mode_of, proxy_state
+from kpemu.plan.tracing import LOST_EVENTS, TraceData, load_balancer_of
 from kpemu.proxy.state import ProxyState
 
 MAX_COUNTER_RULES = 40
 MAX_DROP_EVENTS = 40
-
-
-def member_ip(topo: Topology, member: str) -> str | None:
-    """The address a lab member sends from (pod IP, external IP, node underlay IP)."""
-    for group in (topo.pods, topo.externals, topo.nodes):
-        for m in group:
-            if m.name == member:
-                return m.ip
-    return None
-
-
-def _lb_of(topo: Topology, flow: ResolvedFlow) -> Any:
-    return next((e for e in topo.externals if e.role == "loadbalancer" and e.vip == flow.dst_ip), None)
-
-
-def flow_match(topo: Topology, flow: ResolvedFlow, tag: str | None = None) -> FlowMatch:
-    """The tuples to trace for one flow: client -> destination, and every address it can be NATed to.
-
-    The candidates are the flow's backend pods (every port they serve with the flow's protocol);
-    a flow to an external load balancer's VIP reaches the nodes as NodePort traffic from the
-    balancer, so each node's NodePorts of the balanced Services are added too.
-    """
-    proto = flow.protocol.upper()
-    cands: list[tuple[str, int]] = []
-    pods = set(flow.candidates)
-    lb = _lb_of(topo, flow)
-    svcs = [s for s in topo.services if lb is not None and s.key in lb.backends]
-    for s in svcs:
-        from kpemu.model.validate import selected_pods
-
-        pods |= {p.name for p in selected_pods(topo, s)} if s.selector is not None else set()
-        for sp in s.ports:
-            if sp.nodePort and sp.protocol == proto:
-                cands += [(n.ip, sp.nodePort) for n in topo.nodes]
-    for p in topo.pods:
-        if p.name in pods:
-            cands += [(p.ip, pp.port) for pp in p.ports if pp.protocol == proto]
-    uniq = tuple(dict.fromkeys(c for c in cands if c != (flow.dst_ip, flow.dst_port)))
-    return FlowMatch(proto.lower(), member_ip(topo, flow.src_member), flow.dst_ip, flow.dst_port, uniq,
-                     tag or flow.flow.name, syn_only=True)
 
 
 def access_kind(topo: Topology, flow: ResolvedFlow) -> str | None:
@@ -89,9 +51,14 @@ def access_kind(topo: Topology, flow: ResolvedFlow) -> str | None:
             t.via or "clusterIP")
     if t.node is not None and t.nodePort is not None:
         return "NodePort"
-    if t.address is not None and _lb_of(topo, flow) is not None:
+    if t.address is not None and load_balancer_of(topo, flow) is not None:
         return "LoadBalancer"
     return None
+
+
+def balances_with_ipvs(proxy: ProxyState) -> bool:
+    """Whether the lab's kube-proxy balances with IPVS: its nodes' state has IPVS virtual servers to walk."""
+    return any(n.walk.ipvs is not None for n in proxy.nodes.values())
 
 
 def _request_packets(cl: ConnLedger, att: ConnAttribution, ipvs: bool = False) -> list[TracedPacket]:
@@ -191,74 +158,16 @@ def _ipvs_dnat(cl: ConnLedger, node: str) -> str | None:
     return next((str(e["destination"]) for e in cl.ipvs if e.get("node") == node and e.get("destination")), None)
 
 
-@dataclass
-class FlowExplanation:
-    """Everything explain_flow learnt about one flow; `to_json` is merged into hops.json's flow."""
-
-    traced: bool
-    reason: str | None = None
-    chains: dict[str, list[str]] = field(default_factory=dict)  # node -> nat chain path of the first packet
-    hooks: dict[str, dict] = field(default_factory=dict)  # node -> {"walk", "text"}
-    hook_claim: dict | None = None
-    oracle_checked: int = 0
-    oracle_skipped: int = 0  # first packets on a node whose trace lost events
-    lossy: list[str] = field(default_factory=list)  # nodes where xtables-monitor's socket overflowed
-    unchecked: list[str] = field(default_factory=list)  # why other first packets were not checked
-    oracle_nodes: list[str] = field(default_factory=list)
-    disagreements: list[str] = field(default_factory=list)
-    counters: dict[str, list[dict]] = field(default_factory=dict)
-    ipvs_decisions: dict[str, list[dict]] = field(default_factory=dict)
-    details: dict[int, dict[str, list[str]]] = field(default_factory=dict)  # hop index -> rules / capture
-    verdicts: dict[int, Verdict] = field(default_factory=dict)  # connection index -> why it died
-    drops: dict = field(default_factory=dict)  # kernel drop tracing: available, reason, events
-
-    @property
-    def oracle_ok(self) -> bool:
-        return not self.disagreements
-
-    def oracle_text(self) -> str:
-        """One line: agreement, the disagreements, or why nothing was checked."""
-        lost = (f" ({self.oracle_skipped} first packet(s) not checked: the trace on {', '.join(self.lossy)} "
-                "lost events)") if self.lossy else ""
-        lost += "".join(f" (not checked: {u})" for u in self.unchecked)
-        if self.disagreements:
-            return "; ".join(self.disagreements) + lost
-        if not self.oracle_checked:
-            if self.unchecked and not self.lossy:
-                return "not checked: " + "; ".join(self.unchecked)
-            return "not checked: " + (self.reason or "no traced first packet") + lost
-        return (f"model and kernel agree: {self.oracle_checked} first packet(s) on "
-                f"{', '.join(self.oracle_nodes)} took a path the model predicts{lost}")
-
-    def to_json(self) -> dict:
-        return {
-            "trace": {"available": self.traced, "reason": self.reason},
-            "chains": self.chains, "hooks": self.hooks, "hook_claim": self.hook_claim,
-            "oracle": {"agree": None if not self.oracle_checked and not self.disagreements else self.oracle_ok,
-                       "checked": self.oracle_checked, "skipped": self.oracle_skipped, "lossy": self.lossy,
-                       "nodes": self.oracle_nodes,
-                       "disagreements": self.disagreements, "text": self.oracle_text()},
-            "counters": self.counters, "ipvs_decisions": self.ipvs_decisions,
-            "drops": self.drops,
-        }
-
-
-def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
-                 captures: Mapping[str, str] | None = None,
-                 ipvs_services: Mapping[str, str] | None = None,
-                 altered: frozenset[str] = frozenset(), proxy: ProxyState | None = None) -> FlowExplanation:
+def explain_iptables_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData, proxy: ProxyState,
+                          captures: Mapping[str, str], ipvs_services: Mapping[str, str],
+                          altered: frozenset[str]) -> FlowExplanation:
     """Attribute, walk hooks, check the hook claim and the oracle for one flow (fills `fl`'s `by` in place).
 
     `ipvs_services` is each node's `ipvsadm -Sn` text (rules/<node>.ipvs), for schedulers and decisions;
     `altered`: nodes whose kube-proxy rules a fault changed (the model oracle knows only the generated rules);
-    `proxy`: the run's generated kube-proxy state (the plan's), which the oracle walks (generated here if None).
+    `proxy`: the run's generated kube-proxy state (the plan's), which the oracle walks.
     """
-    proxy = proxy or proxy_state(topo)
-    if mode_of(topo).trace == "nft-monitor":
-        from kpemu.analyse.nftexplain import explain_nft_flow
-
-        return explain_nft_flow(topo, flow, fl, data, proxy)
-    services = ipvs_services or {}
+    services = ipvs_services
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
     nodes = [n.name for n in topo.nodes]
     sched: dict[str, str] = {}
@@ -280,14 +189,14 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
         ex.reason = "tracing was off (--no-trace)"
     _counter_masquerade(ex, fl)
     cache: dict[tuple[str, Packet], Prediction] = {}
-    ipvs = mode_of(topo).has_ipvs
+    ipvs = balances_with_ipvs(proxy)
     rep = fl.representative
-    _verdicts(topo, fl, atts, data, ex, services)
+    _verdicts(topo, fl, atts, data, ex, services, ipvs)
     for cl in fl.connections:
         att = atts.get(cl.index) or ConnAttribution()
         firsts = _request_packets(cl, att, ipvs)
         if cl is rep:
-            _describe_rep(topo, flow, cl, att, firsts, ex, captures or {})
+            _describe_rep(topo, flow, cl, att, firsts, ex, captures)
         died = ex.verdicts.get(cl.index)
         for whole in firsts:
             if whole.node in ex.lossy:
@@ -323,7 +232,7 @@ def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: Trace
 
 
 def _verdicts(topo: Topology, fl: FlowLedger, atts: Mapping[int, ConnAttribution], data: TraceData,
-              ex: FlowExplanation, services: Mapping[str, str]) -> None:
+              ex: FlowExplanation, services: Mapping[str, str], ipvs: bool) -> None:
     """A verdict for every connection that got no answer, from the trace and the kernel's drops."""
     events = parse_drops(data.drops)
     members = {int(k): m for k, m in data.drop_members.items()}
@@ -342,7 +251,7 @@ def _verdicts(topo: Topology, fl: FlowLedger, atts: Mapping[int, ConnAttribution
                       key=lambda p: order.index(p.node) if p.node in order else len(order))
         for h in cl.hops:
             netns.setdefault(h.info.member, h.info.netns)
-        v = connection_verdict(cl, pkts, events, members, netns, mode_of(topo).has_ipvs, services, unavailable, note)
+        v = connection_verdict(cl, pkts, events, members, netns, ipvs, services, unavailable, note)
         if v is not None:
             ex.verdicts[cl.index] = v
 
@@ -383,16 +292,3 @@ def _describe_rep(topo: Topology, flow: ResolvedFlow, cl: ConnLedger, att: ConnA
         lines = [ln for ln in text.splitlines() if pat in ln][:6]
         if rules or lines:
             ex.details[i] = {"rules": rules, "capture": lines}
-
-
-def with_verdicts(flow: dict, ex: FlowExplanation) -> dict:
-    """hops.json's flow with a `verdict` on every connection (null when answered) and on the flow
-    (the shown connection's, else the first one's)."""
-    for c in flow.get("connections") or []:
-        v = ex.verdicts.get(c.get("index"))
-        c["verdict"] = v.to_json() if v else None
-    shown = next((c for c in flow.get("connections") or [] if c.get("hops") and c["hops"] == flow.get("hops")), None)
-    first = next((v for v in ex.verdicts.values()), None)
-    v = ex.verdicts.get(shown["index"]) if shown else first
-    flow["verdict"] = (v or first).to_json() if (v or first) else None
-    return flow

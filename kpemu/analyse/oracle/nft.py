@@ -1,4 +1,4 @@
-"""The model oracle for nftables mode (pure): walk kube-proxy's `table ip kube-proxy` for one packet.
+"""The nftables oracle (pure): walk kube-proxy's `table ip kube-proxy` for one packet.
 
 Like upstream's tracePacket (pkg/proxy/nftables/helpers_test.go) but in kernel order: the base
 chains of each hook run by priority (prerouting, then input or forward after the routing
@@ -13,17 +13,27 @@ Every matching rule is a step whose verdict is what `nft monitor trace`
 prints for it (`continue`, `jump X`, `goto X`, `return`, `accept`, `drop`), so the kernel's trace
 and the model can be compared rule by rule.
 Rules are read as kube-proxy writes them or as `nft list` prints them (a node's real dump,
-kpemu.dumps.nft), so both are walked alike.
+kpemu.dumps.nft.read), so both are walked alike.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from kpemu.analyse.oracle import MAX_OUTCOMES, Outcome, Packet, Prediction, Step, WalkLimit
+from kpemu.analyse.oracle.types import (
+    MAX_OUTCOMES,
+    Packet,
+    Prediction,
+    Step,
+    WalkLimit,
+    WalkState,
+    in_network,
+    is_local,
+    outcome,
+    start,
+)
 from kpemu.proxy.nftables.tx import Chain, Table
 
 TABLE = "kube-proxy"
@@ -48,25 +58,6 @@ class NftRule:
         return f"add rule ip {TABLE} {self.chain} {self.text}{tail}"
 
 
-@dataclass(frozen=True)
-class _St:
-    pkt: Packet
-    src: str
-    dst: str
-    dport: int
-    mark: int
-    steps: tuple[Step, ...] = ()
-    dnat: str | None = None
-    ep_chain: str | None = None
-    marked: bool = False
-    masq: bool = False
-    masq_chain: str | None = None
-
-
-def _in(addr: str, net: str) -> bool:
-    return ipaddress.IPv4Address(addr) in ipaddress.ip_network(net.strip(), strict=False)
-
-
 class _Walker:
     def __init__(self, table: Table, local: set[str], masq_bit: int | None):
         self.t, self.local, self.masq_bit = table, local, masq_bit
@@ -80,12 +71,12 @@ class _Walker:
 
     def _in_set(self, name: str, addr: str) -> bool:
         s = self.t.sets.get(name)
-        return s is not None and any(_in(addr, e.key[0]) for e in s.elements)
+        return s is not None and any(in_network(addr, e.key[0]) for e in s.elements)
 
-    def _addr(self, st: _St, which: str) -> str:
+    def _addr(self, st: WalkState, which: str) -> str:
         return st.src if which == "s" else st.dst
 
-    def _match(self, text: str, st: _St) -> tuple[bool, str]:
+    def _match(self, text: str, st: WalkState) -> tuple[bool, str]:
         """Consume the match part of a rule; (matched, the rest: the statement/verdict part)."""
         rest = text
         while rest:
@@ -113,7 +104,7 @@ class _Walker:
             if m and not re.match(r"vmap ", rest[m.end():]):
                 key = (st.dst, st.pkt.proto, str(st.dport))
                 s = self.t.sets.get(m[2])
-                hit = s is not None and any(e.key[:3] == key and (not m[1] or _in(st.src, e.key[3]))
+                hit = s is not None and any(e.key[:3] == key and (not m[1] or in_network(st.src, e.key[3]))
                                             for e in s.elements)
                 if not hit:
                     return False, ""
@@ -135,14 +126,14 @@ class _Walker:
                 continue
             m = re.match(r"ip ([sd])addr (!= )?\{ ([^}]*) \}\s*", rest)
             if m:
-                hit = any(_in(self._addr(st, m[1]), c) for c in m[3].split(","))
+                hit = any(in_network(self._addr(st, m[1]), c) for c in m[3].split(","))
                 if hit == bool(m[2]):
                     return False, ""
                 rest = rest[m.end():]
                 continue
             m = re.match(r"ip ([sd])addr (!= )?([0-9./]+)\s*", rest)
             if m:
-                if _in(self._addr(st, m[1]), m[3]) == bool(m[2]):
+                if in_network(self._addr(st, m[1]), m[3]) == bool(m[2]):
                     return False, ""
                 rest = rest[m.end():]
                 continue
@@ -168,18 +159,18 @@ class _Walker:
         return True, ""
 
     # -- walking ---------------------------------------------------------------------------------
-    def chain(self, name: str, st: _St, prob: float, depth: int = 0) -> list[tuple[float, _St, str]]:
+    def chain(self, name: str, st: WalkState, prob: float, depth: int = 0) -> list[tuple[float, WalkState, str]]:
         """Walk chain `name`: [(probability, state, end)], end "return" when it falls through or
         returns, else the terminal verdict (accept, drop)."""
         if depth > MAX_DEPTH:
             raise WalkLimit(f"chain {name}: jumps nest more than {MAX_DEPTH} deep (the kernel's limit)")
         return self._from(self.t.chains[name], 0, st, prob, depth)
 
-    def _from(self, c: Chain, i: int, st: _St, prob: float, depth: int) -> list[tuple[float, _St, str]]:
+    def _from(self, c: Chain, i: int, st: WalkState, prob: float, depth: int) -> list[tuple[float, WalkState, str]]:
         """The chain's rules from `i` on, iteratively (no recursion per rule); results in depth-first
         order, each outcome of a rule before the next outcome's."""
-        out: list[tuple[float, _St, str]] = []
-        tasks: list[tuple[int, _St, float] | tuple[float, _St, str]] = [(i, st, prob)]
+        out: list[tuple[float, WalkState, str]] = []
+        tasks: list[tuple[int, WalkState, float] | tuple[float, WalkState, str]] = [(i, st, prob)]
         while tasks:
             task = tasks.pop()
             if isinstance(task[2], str):  # a finished outcome, kept in its place in the order
@@ -199,11 +190,11 @@ class _Walker:
             tasks += [(i + 1, s, pr) if end == "continue" else (pr, s, end) for pr, s, end in reversed(results)]
         return out
 
-    def _step(self, st: _St, chain: str, text: str, comment: str | None, verdict: str) -> tuple[Step, ...]:
+    def _step(self, st: WalkState, chain: str, text: str, comment: str | None, verdict: str) -> tuple[Step, ...]:
         return (*st.steps, Step(TABLE, chain, NftRule(chain, text, comment, verdict), verdict))  # type: ignore[arg-type]
 
-    def _action(self, c: Chain, text: str, comment: str | None, action: str, st: _St, prob: float,
-                depth: int) -> list[tuple[float, _St, str]]:
+    def _action(self, c: Chain, text: str, comment: str | None, action: str, st: WalkState, prob: float,
+                depth: int) -> list[tuple[float, WalkState, str]]:
         step = lambda v, s=st: self._step(s, c.name, text, comment, v)  # noqa: E731
         m = re.match(r"numgen random mod (\d+) vmap \{ (.*) \}$", action)
         if m:
@@ -227,7 +218,8 @@ class _Walker:
             out = []
             for arm in re.split(r"\s*,\s*", m[2]):
                 ip, _, port = arm.split(" : ", 1)[1].partition(" . ")
-                s = replace(st, steps=step("accept"), dnat=f"{ip}:{port}", ep_chain=c.name, dst=ip, dport=int(port))
+                s = replace(st, steps=step("accept"), dnat=f"{ip}:{port}", endpoint_chain=c.name, dst=ip,
+                            dport=int(port))
                 out.append((prob / int(m[1]), s, "accept"))
             return out
         if action.startswith("update @"):
@@ -236,14 +228,14 @@ class _Walker:
         if m:
             ip, colon, port = m[1].rpartition(":")
             ip, dport = (ip, int(port)) if colon else (m[1], st.dport)  # `dnat to ADDR` keeps the port
-            s = replace(st, steps=step("accept"), dnat=f"{ip}:{dport}", ep_chain=c.name, dst=ip, dport=dport)
+            s = replace(st, steps=step("accept"), dnat=f"{ip}:{dport}", endpoint_chain=c.name, dst=ip, dport=dport)
             return [(prob, s, "accept")]
         if action == "masquerade fully-random":
             return [(prob, replace(st, steps=step("accept"), masq=True, masq_chain=c.name), "accept")]
         return self._verdict(c, text, comment, action or "continue", st, prob, depth)
 
-    def _verdict(self, c: Chain, text: str, comment: str | None, verdict: str, st: _St, prob: float,
-                 depth: int) -> list[tuple[float, _St, str]]:
+    def _verdict(self, c: Chain, text: str, comment: str | None, verdict: str, st: WalkState, prob: float,
+                 depth: int) -> list[tuple[float, WalkState, str]]:
         nft_verdict = "drop" if verdict == "reject" else verdict
         s = replace(st, steps=self._step(st, c.name, text, comment, nft_verdict))
         word, _, target = verdict.partition(" ")
@@ -263,8 +255,8 @@ class _Walker:
                 out.append((pr, s2, "continue" if word == "jump" else "return"))
         return out
 
-    def hook(self, hook: str, states: list[tuple[float, _St]],
-             done: list[tuple[float, _St, str]]) -> list[tuple[float, _St]]:
+    def hook(self, hook: str, states: list[tuple[float, WalkState]],
+             done: list[tuple[float, WalkState, str]]) -> list[tuple[float, WalkState]]:
         """Run every base chain of `hook` by priority; drops and rejects go to `done`."""
         bases = sorted((c for c in self.t.chains.values() if c.hook and c.hook.hook == hook),
                        key=lambda c: c.hook.priority if c.hook else 0)
@@ -286,15 +278,15 @@ def predict_nft(table: Table, pkt: Packet, local: Iterable[str], node: str = "",
     are `local`; `masq_mark` is the masquerade bit (what makes `marked_masq` true)."""
     local_set = set(local)
     w = _Walker(table, local_set, masq_mark)
-    st = _St(pkt, pkt.src, pkt.dst, pkt.dport, pkt.mark)
-    done: list[tuple[float, _St, str]] = []
-    finals: list[tuple[float, _St, tuple[str, ...]]] = []
+    st = start(pkt)
+    done: list[tuple[float, WalkState, str]] = []
+    finals: list[tuple[float, WalkState, tuple[str, ...]]] = []
     if pkt.origin == "local":
         for pr, s in w.hook("postrouting", w.hook("output", [(1.0, st)], done), done):
             finals.append((pr, s, ("OUTPUT", "POSTROUTING")))
     else:
         for prob, s in w.hook("prerouting", [(1.0, st)], done):
-            to_local = s.dst in local_set or _in(s.dst, "127.0.0.0/8")
+            to_local = is_local(s.dst, local_set)
             hooks = _HOOK_ORDER["remote-local" if to_local else "remote-forward"]
             path = [(prob, s)]
             for h in hooks[1:]:
@@ -302,13 +294,7 @@ def predict_nft(table: Table, pkt: Packet, local: Iterable[str], node: str = "",
             finals += [(pr, x, tuple(h.upper() for h in hooks)) for pr, x in path]
     pred = Prediction(pkt, node)
     for prob, s, verdict in done:
-        pred.outcomes.append(_outcome(prob, s, verdict, ()))
+        pred.outcomes.append(outcome(prob, s, verdict, ()))
     for prob, s, hooks in finals:
-        pred.outcomes.append(_outcome(prob, s, "ACCEPT", hooks))
+        pred.outcomes.append(outcome(prob, s, "ACCEPT", hooks))
     return pred
-
-
-def _outcome(prob: float, s: _St, verdict: str, hooks: tuple[str, ...]) -> Outcome:
-    return Outcome(probability=round(prob, 10), steps=s.steps, hooks=hooks, verdict=verdict, dnat=s.dnat,
-                   endpoint_chain=s.ep_chain, mark=s.mark, marked_masq=s.marked, masquerade=s.masq,
-                   masquerade_chain=s.masq_chain)

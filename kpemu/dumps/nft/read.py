@@ -1,7 +1,7 @@
 """Read `nft list ruleset` / `nft list table ip kube-proxy` strictly (as the nft binary prints them,
 with or without `-a` handles) into the structure kpemu's nftables generator produces
 (kpemu.proxy.nftables.tx.Table), so a node's real table can be compared with the generated one and
-walked by the same oracle (kpemu.analyse.nftwalk).
+walked by the same oracle (kpemu.analyse.oracle.nft).
 
 Only `table ip kube-proxy` is read; every other table (a distribution's `table inet filter`,
 flannel's `table ip flannel-ipv4`, iptables-nft's `table ip nat`, an IPv6 `table ip6 kube-proxy`)
@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from kpemu.analyse.nftwalk import MAX_DEPTH
+from kpemu.analyse.oracle.nft import MAX_DEPTH
 from kpemu.dumps.jumps import loop_or_depth
-from kpemu.dumps.nftcheck import check_element, check_rule
+from kpemu.dumps.nft.check import check_element, check_rule
 from kpemu.dumps.values import integer
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.nftables.listing import priority_text, rule_text

@@ -1,6 +1,6 @@
 """`kpemu check-node --nft`: a node's `table ip kube-proxy` against what kube-proxy would program.
 
-Both tables are compared in nft's listing form (kpemu.dumps.nft.listed): chains rule by rule in
+Both tables are compared in nft's listing form (kpemu.dumps.nft.read.listed): chains rule by rule in
 order, sets and maps by their properties and their elements (as sets: the kernel lists elements
 in its own order). The elements of dynamic sets (the affinity-* sets that `update @set` fills)
 are the node's live state, not programmed, and are not compared. Every difference goes under the
@@ -16,8 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kpemu.dumps.drift import NODE_WIDE, Drift, _service_index, _service_key, diff_lines
-from kpemu.dumps.nft import NftDump, listed
+from kpemu.dumps.drift import NODE_WIDE, Drift, diff_lines, service_index, service_key
+from kpemu.dumps.files import DumpFiles, read_text
+from kpemu.dumps.nft.read import NftDump, listed, parse_nft
+from kpemu.proxy.modes import node_state
 from kpemu.proxy.nftables.listing import priority_text, set_properties
 from kpemu.proxy.nftables.tx import Chain, Element, NSet, Table, quote
 
@@ -45,7 +47,7 @@ class _Owners:
     deleted Service's ClusterIP is still its own)."""
 
     def __init__(self, topo: Any, *tables: Table):
-        self.index = _service_index(topo)
+        self.index = service_index(topo)
         self.addresses: dict[str, str] = {}
         for t in tables:
             for s in t.sets.values():
@@ -61,7 +63,7 @@ class _Owners:
 
     def named(self, e: Element) -> str:
         """The Service an element's comment (`ns/svc:port`) or verdict (`goto service-HASH-ns/svc/...`) names."""
-        return _service_key(e.comment) or self.of_name((e.value or "").partition(" ")[2])
+        return service_key(e.comment) or self.of_name((e.value or "").partition(" ")[2])
 
     def of_element(self, e: Element) -> str:
         if self.named(e) != NODE_WIDE:
@@ -128,8 +130,6 @@ def compare_sets(drift: Drift, want: Table, have: Table, owners: _Owners) -> Non
 
 def check_node_nft(topo: Any, node: str, dump: NftDump) -> Drift:
     """Compare `table ip kube-proxy` of a node's nftables dump with what kube-proxy would program."""
-    from kpemu.proxy.modes import node_state
-
     kp = topo.kubeProxy
     drift = Drift(node, f"kube-proxy {kp.version} {kp.mode} mode", [dump.describe()], {s.key for s in topo.services},
                   compared_what=COMPARED)
@@ -148,3 +148,9 @@ def check_node_nft(topo: Any, node: str, dump: NftDump) -> Drift:
     compare_sets(drift, want, have, owners)
     compare_chains(drift, want, have)
     return drift
+
+
+def check_nft_dump(topo: Any, topology_file: str, node: str, files: DumpFiles) -> Drift:
+    """`check_node_nft` on the --nft dump (the table is all an nftables-mode node is checked by, so
+    `topology_file` is not named in any message)."""
+    return check_node_nft(topo, node, parse_nft(read_text(files.nft), files.nft))

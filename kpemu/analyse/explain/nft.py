@@ -1,25 +1,28 @@
-"""Explain a flow in nftables mode (pure): `nft monitor trace` hops against the nft oracle.
+"""Explain a flow traced by `nft monitor trace` (pure): its hops against the nft oracle.
 
-For every traced packet (its trace groups joined across NAT, nfttrace.journeys) that enters
-kube-proxy's table as a new request (its first kube-proxy `packet:` line is not a reply from the
-service or a backend; a backend reaching its own service, hairpin, is a request), the kube-proxy
-rules the kernel reports are compared with the outcomes kpemu.analyse.nftwalk predicts for the
-same packet on the same node; each hop of the first such packet per node is attributed to the
-rule, verdict-map element or numgen arm that acted (kpemu.analyse.nfttrace.attribute), and the
-ledger's DNAT / SNAT changes say which chain, map element and numgen arm made them
-(`changed_by[].by`).
+For every traced packet (its trace groups joined across NAT,
+kpemu.analyse.attribution.nft.journeys) that enters kube-proxy's table as a new request (its first
+kube-proxy `packet:` line is not a reply from the service or a backend; a backend reaching its own
+service, hairpin, is a request), the kube-proxy rules the kernel reports are compared with the
+outcomes kpemu.analyse.oracle.nft predicts for the same packet on the same node; each hop of the
+first such packet per node is attributed to the rule, verdict-map element or numgen arm that acted
+(kpemu.analyse.attribution.nft.attribute), and the ledger's DNAT / SNAT changes say which chain,
+map element and numgen arm made them (`changed_by[].by`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from itertools import pairwise
 
-from kpemu.analyse.attribution import _ct_phrase, _outer_phrase
-from kpemu.analyse.explain import FlowExplanation
+from kpemu.analyse.attribution.nft import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path, packet_fields
+from kpemu.analyse.attribution.phrases import conntrack_phrase, outer_phrase
+from kpemu.analyse.explain.types import FlowExplanation
 from kpemu.analyse.ledger import FlowLedger
-from kpemu.analyse.nfttrace import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path, packet_fields
-from kpemu.analyse.oracle import Packet, compare_paths, predict_for_topology
+from kpemu.analyse.oracle import predict_for_topology
+from kpemu.analyse.oracle.compare import compare_paths
+from kpemu.analyse.oracle.types import Packet
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
 from kpemu.plan.tracing import TraceData
@@ -53,10 +56,12 @@ def _kernel_dnat(hops: list[NftHop]) -> str | None:
     return None
 
 
-def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
-                     proxy: ProxyState) -> FlowExplanation:
+def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData, proxy: ProxyState,
+                     captures: Mapping[str, str], ipvs_services: Mapping[str, str],
+                     altered: frozenset[str]) -> FlowExplanation:
     """Model vs kernel and per-hop attribution for one flow from each node's `nft monitor trace`, against
-    the run's generated tables (`proxy`)."""
+    the run's generated tables (`proxy`). The trace names every rule that acted, so the captures,
+    IPVS services and fault-altered nodes the iptables explainer reads are not needed here."""
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
     _attribute_ledger(topo, fl, data.texts, proxy)
     proto = flow.protocol.lower()
@@ -138,10 +143,10 @@ def _attribute_ledger(topo: Topology, fl: FlowLedger, texts: dict[str, str], pro
                         said = _nat_phrases(journey, tables[node])
                         ch.by += said["DNAT"] + said["MARK"] if ch.kind == "DNAT" else said["SNAT"]
                     elif ch.kind in ("encap", "decap"):
-                        phrase = _outer_phrase(ch.kind, hop, prev)
+                        phrase = outer_phrase(ch.kind, hop, prev)
                         if phrase:
                             ch.by.append(phrase)
                     elif ch.kind in ("un-DNAT", "un-SNAT"):
-                        ct = _ct_phrase(cl.conntrack, ch.node)
+                        ct = conntrack_phrase(cl.conntrack, ch.node)
                         if ct:
                             ch.by.append(f"reverse NAT by {ct}")
