@@ -144,7 +144,7 @@ def _dump_arguments(s: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    from kpemu.cni import names
+    from kpemu.cni.catalog import names
 
     s = add_command(sub, "import", "Kubernetes objects (kubectl output, manifests) -> a kpemu topology",
                     ["kubectl get nodes,pods,services,endpointslices -A -o yaml | kpemu import - -o cluster.yaml",

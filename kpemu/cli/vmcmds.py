@@ -17,7 +17,7 @@ def feature_status(f: object) -> str:
 
 def doctor_data(caps: object) -> dict:
     """What `doctor` reports: every feature ok / missing / not probed, and per CNI x mode where it runs."""
-    from kpemu.cni import names
+    from kpemu.cni.catalog import names
     from kpemu.kernel.probe import PROXY_MODES, can_run
 
     runs = {}

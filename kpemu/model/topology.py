@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kpemu import cni as cni_registry
+from kpemu.cni import catalog as cni_catalog
 from kpemu.errors import InputError
 from kpemu.model.modes import MODE_FACTS, NEWEST_KUBE_PROXY
 
@@ -304,7 +304,7 @@ class Topology(Strict):
 
     name: LabName
     # one of the CNI registry's names (kpemu.cni), listed in the JSON schema as they are when it is made
-    cni: str = Field(cni_registry.DEFAULT, json_schema_extra=lambda s: s.update(enum=list(cni_registry.names())))
+    cni: str = Field(cni_catalog.DEFAULT, json_schema_extra=lambda s: s.update(enum=list(cni_catalog.names())))
     kubeProxy: KubeProxy = Field(default_factory=KubeProxy)
     underlay: CIDR = "10.246.0.0/16"
     underlayGateway: IPv4 | None = None
@@ -325,8 +325,8 @@ class Topology(Strict):
     @field_validator("cni")
     @classmethod
     def _cni(cls, v: str) -> str:
-        if v not in cni_registry.names():
-            raise ValueError(cni_registry.expected())
+        if v not in cni_catalog.names():
+            raise ValueError(cni_catalog.expected())
         return v
 
     def node(self, name: str) -> Node:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 
-from kpemu.cni.flannel_vxlan import BRIDGE, PORT, VNI, VTEP, addresses
+from kpemu.cni.flannel_vxlan.devices import BRIDGE, PORT, VNI, VTEP, addresses
 from kpemu.cni.pods import pod_namespace
 from kpemu.model.names import netns_name, stable_mac
 from kpemu.model.topology import Node, Topology
