@@ -7,7 +7,8 @@ STAMP := $(VENV)/.kpemu-setup-done
 # `make scenario NAME`: the word after `scenario` is the scenario name.
 NAME := $(word 2,$(MAKECMDGOALS))
 
-.PHONY: setup test test-long test-unit lint bench soak scenario scenarios clean-labs
+.PHONY: setup test test-long test-unit test-integration test-vm lint goldens goldens-check bench soak scenario \
+	scenarios clean-labs
 
 setup: $(STAMP)
 
@@ -25,8 +26,22 @@ test-long: setup
 test-unit: setup
 	$(VENV)/bin/pytest -ra tests/unit
 
-lint: setup
+# Parts of `test`: real namespaces on this machine (as root), and the guest; long tests stay in test-long.
+test-integration: setup
+	$(VENV)/bin/pytest -ra -m "not long" tests/integration
+
+test-vm: setup
+	$(VENV)/bin/pytest -ra -m "not long" tests/vm
+
+lint: setup goldens-check
 	$(VENV)/bin/ruff check kpemu tests scripts
+
+# Rewrite tests/data/golden after a change meant to alter `kpemu rules` output; review the diff like code.
+goldens: setup
+	$(PY) -m scripts.goldens
+
+goldens-check: setup
+	$(PY) -m scripts.goldens --check
 
 bench: setup
 	$(PY) scripts/bench.py

@@ -1,8 +1,9 @@
 """Whole-dump goldens: every line of `kpemu rules --format all` for tests/data/rich.yaml (node2) per
 proxy mode, at every release whose dump differs from the release before it.
 
-    python -m scripts.goldens          # rewrite tests/data/golden/<mode>/<release>.rules
-    python -m scripts.goldens --check  # exit 1 if a golden is stale, missing or redundant
+    make goldens         # python -m scripts.goldens: rewrite tests/data/golden/<mode>/<release>.rules
+    make goldens-check   # python -m scripts.goldens --check (part of make lint): exit 1 if a golden is
+                         # stale, missing or redundant
 
 A new golden is reviewed like code (its diff against the previous release's file is the change a
 boundary makes); tests/unit/test_goldens.py checks every modelled release against them. Checked

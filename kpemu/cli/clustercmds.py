@@ -23,12 +23,6 @@ def _topology(path: str | None) -> Topology | None:
     return load_topology(path) if path else None
 
 
-def _known_node(topo: Topology, node: str) -> None:
-    names = [n.name for n in topo.nodes]
-    if node not in names:
-        raise InputError(f"--node {node!r} is not a node of topology {topo.name!r}; valid nodes: {', '.join(names)}")
-
-
 def _nft_alone(args: argparse.Namespace) -> None:
     """--nft is a whole nftables-mode node; the iptables and IPVS dumps belong to other modes."""
     if args.nft and (args.iptables_save or args.ipvs or args.ipset):
@@ -52,7 +46,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     node_ips = [parse_endpoint(ip, "--node-ip", need_port=False)[0] for ip in args.node_ip]
     topo = _topology(args.topology)
     if topo is not None:
-        _known_node(topo, args.node)
+        topo.require_node(args.node)
     pod_cidr = topo.node(args.node).podCIDR if topo is not None else None
     files = _dump_files(args)
     dumps = dumps_for(files, topo)  # the kind of the dumps given, else the topology's
@@ -116,7 +110,7 @@ def cmd_check_node(args: argparse.Namespace) -> int:
 
     _nft_alone(args)
     topo = load_topology(args.topology)
-    _known_node(topo, args.node)
+    topo.require_node(args.node)
     if not (args.iptables_save or args.ipvs or args.ipset or args.nft):
         raise InputError("kpemu check-node: give the node's dumps to check: --iptables-save FILE "
                          "(iptables-save), --ipvs FILE (ipvsadm -Sn), --ipset FILE (ipset save), --nft FILE "
@@ -150,7 +144,7 @@ def _dump_arguments(s: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    from kpemu.cni import names
+    from kpemu.cni.catalog import names
 
     s = add_command(sub, "import", "Kubernetes objects (kubectl output, manifests) -> a kpemu topology",
                     ["kubectl get nodes,pods,services,endpointslices -A -o yaml | kpemu import - -o cluster.yaml",

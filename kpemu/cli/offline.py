@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +83,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from kpemu.faults import names
     from kpemu.model.schema import schema
 
-    emit(args, schema(args.kind, names()), lambda d: __import__("json").dumps(d, indent=2))
+    emit(args, schema(args.kind, names()), lambda d: json.dumps(d, indent=2))
     return 0
 
 

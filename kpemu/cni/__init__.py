@@ -3,39 +3,23 @@
 Everything the rest of kpemu asks about a CNI is in its spec (kpemu.cni.spec.Cni): how it wires a
 node, the addresses it gives a node, its device names, what it needs of the kernel, how it is
 drawn, how its packets are decoded, how `kpemu import` recognises it. Nothing outside a CNI's
-package names a CNI. This module loads nothing of kpemu but its error types (the model reads the
-names here to validate `cni:` and must not pull in plan code); a CNI's package is imported the first
-time its spec is asked for, and its plan module only when a lab is planned. Adding a CNI is its own
-package plus one line in `CNIS`.
+package names a CNI. The names live in kpemu.cni.catalog, which imports nothing (the model reads
+them to validate `cni:` and must not pull in plan code); a CNI's package is imported the first time
+its spec is asked for, and its plan module only when a lab is planned. Adding a CNI is its own
+package plus one line in `catalog.CNIS`.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from kpemu.cni.catalog import CNIS, expected
 from kpemu.errors import InputError, Problem
 
 if TYPE_CHECKING:
     from kpemu.cni.spec import Cni
     from kpemu.model.topology import Topology
-
-# the topology's `cni:` value -> the package that holds the CNI (a test may register a spec itself)
-CNIS: dict[str, str | Cni] = {
-    "flannel-vxlan": "kpemu.cni.flannel_vxlan",
-    "calico-ipip": "kpemu.cni.calico_ipip",
-}
-DEFAULT = "flannel-vxlan"
-
-
-def names() -> tuple[str, ...]:
-    """Every CNI name a topology may give, in registry order."""
-    return tuple(CNIS)
-
-
-def expected() -> str:
-    """What a `cni:` value must be (the error for one kpemu does not model)."""
-    return f"expected {' or '.join(CNIS)}, the CNIs kpemu models"
 
 
 def cni(name: str) -> Cni:
@@ -44,7 +28,7 @@ def cni(name: str) -> Cni:
         entry = CNIS[name]
     except KeyError:
         raise InputError([Problem("", "cni", f"{expected()} (got {name!r})")]) from None
-    return import_module(entry).CNI if isinstance(entry, str) else entry
+    return import_module(entry).CNI if isinstance(entry, str) else cast("Cni", entry)
 
 
 def cni_of(topo: Topology) -> Cni:

@@ -43,8 +43,8 @@ def _beat(root: Path, stop: threading.Event) -> None:
 
 def handle(root: Path, req: dict[str, Any]) -> dict[str, Any]:
     """Do one request; its result (rc 0 ok, else the exit code kpemu would use, with `error`)."""
-    from kpemu.capture.snapshot import save_rules
     from kpemu.kernel import lab
+    from kpemu.kernel.snapshot import save_rules
 
     work = root / exchange.WORK / req["id"]
     work.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,6 @@ from kpemu.capture.points import capture_points
 from kpemu.cni import cni_of
 from kpemu.faults import plan_faults
 from kpemu.jobs.schema import JOB_VERSION, ContainerSpec, FlowSpec, Job, Readback, ServerSpec
-from kpemu.kernel.labstate import PREFIX
 from kpemu.kernel.owner import alias, lab_owner
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
@@ -24,6 +23,7 @@ from kpemu.plan.tracing import flow_match
 from kpemu.plan.types import Plan
 from kpemu.proxy.modes import mode_of, proxy_state
 from kpemu.proxy.proxymode import restore_step
+from kpemu.statedir import PREFIX
 
 
 def release_tuple(release: str) -> tuple[int, int]:

@@ -32,13 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from kpemu.analyse.drops import window as drops_window
-from kpemu.capture import snapshot
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
 from kpemu.cni.spec import DeviceNeed
 from kpemu.errors import ApplyError, EnvironmentProblem, KpemuError
 from kpemu.jobs.schema import COLLECTED, Collected, FlowSpec, Job
-from kpemu.kernel import counters, nfacct
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel import nfacct, snapshot
 from kpemu.kernel.drops import DropSession, start_drop_tracing
 from kpemu.kernel.faults import apply_faults, restore_kernel_wide
 from kpemu.kernel.lab import destroy
@@ -250,13 +249,13 @@ def run_flow(flow: FlowSpec, gap: float = 0.0) -> FlowResult:
 
 
 def _traced_flow(job: Job, flow: FlowSpec, out: Path) -> tuple[FlowResult, TraceData]:
-    before = counters.snapshot(job.nodes, job.backend, job.ipvs)
+    before = snapshot.read_counters(job.nodes, job.backend, job.ipvs)
     session = TRACERS[job.trace_kind](job.nodes, flow.match, job.backend, scratch_dir(job.lab))
     try:
         result = run_flow(flow, gap=TRACE_GAP if session.unavailable is None else 0.0)
     finally:
         texts = session.stop()
-    after = counters.snapshot(job.nodes, job.backend, job.ipvs)
+    after = snapshot.read_counters(job.nodes, job.backend, job.ipvs)
     texts = texts if session.unavailable is None else {}
     tdir = out / "trace"
     tdir.mkdir(parents=True, exist_ok=True)

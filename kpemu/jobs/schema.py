@@ -117,7 +117,7 @@ class Job:
     readback: tuple[Readback, ...] = ()
     backend: str
     ipvs: bool = False
-    rule_kinds: tuple[str, ...] = ()  # what rules/ saves per node (kpemu.capture.snapshot.RULE_KINDS)
+    rule_kinds: tuple[str, ...] = ()  # what rules/ saves per node (kpemu.kernel.snapshot.RULE_KINDS)
     trace_kind: str  # the mode's tracer (kpemu.proxy.proxymode.ProxyMode.trace)
     containers: dict[str, ContainerSpec] = field(default_factory=dict)
     nodes: dict[str, str]  # node -> its namespace

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kpemu.capture.snapshot import RULE_KINDS
 from kpemu.errors import ApplyError
 from kpemu.jobs.schema import Readback
 from kpemu.kernel.netfilter import owned_lines
 from kpemu.kernel.readback import first_difference
+from kpemu.kernel.snapshot import RULE_KINDS
 from kpemu.proxy.ipvs import ipset_text, ipvsadm_text
 from kpemu.proxy.nftables.listing import without_interval_order
 

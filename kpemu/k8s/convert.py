@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kpemu import cni as cni_registry
+from kpemu.cni import catalog as cni_catalog
 from kpemu.errors import InputError, Problem
 from kpemu.k8s.fields import not_modelled
 from kpemu.k8s.objects import K8sObject, is_kubernetes, located
@@ -156,7 +157,7 @@ class _Import:
             if kinds and kinds != {self.cni_given}:
                 self.notes.append(f"--cni {self.cni_given} given; the node annotations say {', '.join(sorted(kinds))}")
             return self.cni_given
-        modelled = cni_registry.names()
+        modelled = cni_catalog.names()
         if len(kinds) == 1 and next(iter(kinds)) in modelled:
             cni = next(iter(kinds))
             self.notes.append(f"cni {cni} inferred from the node annotations")
@@ -166,8 +167,8 @@ class _Import:
             raise InputError([Problem(self.objects[0].file, "", f"the node annotations say CNI {said}; "
                                       f"kpemu models {' and '.join(modelled)}: give --cni")])
         projects = " or ".join(dict.fromkeys(c.project for c in cni_registry.specs()))
-        self.notes.append(f"no {projects} annotation on the nodes: cni {cni_registry.DEFAULT} assumed (give --cni)")
-        return cni_registry.DEFAULT
+        self.notes.append(f"no {projects} annotation on the nodes: cni {cni_catalog.DEFAULT} assumed (give --cni)")
+        return cni_catalog.DEFAULT
 
     # -- pods ------------------------------------------------------------------------------------
     def read_pods(self) -> list[dict[str, Any]]:

@@ -1,29 +1,10 @@
 """The kernel's own drop reasons for a run's packets (effects): bpftrace on `skb:kfree_skb`.
 
-Every freed-because-dropped packet passes the `skb:kfree_skb` tracepoint with a drop reason
-(`IP_RPFILTER`, `NO_SOCKET`, `NETFILTER_DROP`, ...) and the kernel function that dropped it. The
-tracepoint is global (not per network namespace): the BPF program never reports packets of the
-root namespace, and once the lab is deployed only the lab's namespaces (by namespace inode) are
-kept (`watch`, and `stop` rewrites the file with them alone). Each drop is printed with its IPv4
-tuple, and the inner tuple when it is VXLAN, so the analysis joins a drop to a connection by
-tuple (analyse/drops.py).
-
-bpftrace needs tracefs for the tracepoint's format: it is mounted in a private mount namespace
-of the bpftrace process only (`unshare -m`), never on the host's /sys (a /sys/kernel/tracing that
-is already mounted, as in kpemu's guest, is used as it is). The reason names come
-from that format file. The packet's fields are read at offsets taken from the kernel's BTF once
-(kernel/btf.py), so bpftrace attaches in a fraction of a second; one tracer covers a run, started
-before the lab is deployed, and the analysis keeps only the events inside each flow's time window.
-The BPF program is detached when bpftrace exits: no tracing state is left behind, nothing in the
-root namespace is changed.
-
-Without bpftrace (not installed, no BTF, bpftrace failing to attach, a software-emulated guest, or
-KPEMU_DROP_TRACE=tracefs) the reasons are read from tracefs itself: a tracing instance of its own
-(instances/kpemu-<pid>, so no global tracing setting changes) with only `skb:kfree_skb` enabled,
-IPv4 only, on the monotonic clock. Those events carry the reason, the function (on kernels that
-print it) and the time, but neither the packet nor its namespace: the analysis joins them to a
-connection by time window and protocol (`TDROP` lines), and says so. The instance is removed when
-the reader stops (and a dead reader's instance by the next one).
+One tracer covers a run, started before the lab is deployed, and keeps only the lab's namespaces;
+each drop is printed with its tuple (and the inner tuple of VXLAN) so that kpemu.analyse.drops joins
+it to a connection. Without bpftrace, BTF, or in an emulated guest (or KPEMU_DROP_TRACE=tracefs) a
+private tracefs instance gives the reason and time only, joined by time window. How tracefs stays
+private and nothing is left behind: docs/provenance.md.
 """
 
 from __future__ import annotations

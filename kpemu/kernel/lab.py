@@ -1,11 +1,8 @@
 """Labs on this kernel: destroy, inspect, exec; a state file records what each lab created.
 
-State files live in /run/kpemu/labs/<lab>.json (see kpemu/statedir.py; tmpfs, like /run/netns, so
-both vanish together at reboot). The state file is written before the first namespace is created,
-and every namespace is marked with its lab as soon as it exists (kpemu/kernel/owner.py), so a
-deploy or run killed at any point is cleaned up by `destroy NAME` or `destroy --all`. A name prefix
-is never taken as ownership: without a state file, `destroy NAME` removes only namespaces marked
-as NAME's, and `destroy --all` only recorded labs, recorded probes and marked namespaces.
+Where state files live and why a killed run leaves nothing unowned: kpemu/statedir.py. Without a
+state file, `destroy NAME` removes only namespaces marked as NAME's, and `destroy --all` only
+recorded labs, recorded probes and marked namespaces.
 """
 
 from __future__ import annotations
@@ -20,10 +17,10 @@ from typing import Any
 from kpemu.errors import EnvironmentProblem, InputError, KpemuError
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.inspect import describe_netns
-from kpemu.kernel.labstate import PREFIX, load_state, sweep_probes
+from kpemu.kernel.labstate import load_state, sweep_probes
 from kpemu.kernel.owner import lab_owner, owner_of
 from kpemu.kernel.runowner import kill_orphans, my_token, parse_token
-from kpemu.statedir import STATE_DIR, scratch_dir, state_path
+from kpemu.statedir import PREFIX, STATE_DIR, scratch_dir, state_path
 
 NEEDS_PRIVILEGE = "kpemu {} need root or CAP_NET_ADMIN + CAP_SYS_ADMIN; run with sudo"
 CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21

@@ -1,7 +1,7 @@
 """The state file of a lab: what it consists of, written before the first namespace exists.
 
-State files live in /run/kpemu/labs/<lab>.json (tmpfs, like /run/netns, so both vanish together at
-reboot). Standard library only: the executor of a run writes it, in the guest too.
+Where it lives and why it comes first: kpemu/statedir.py. Standard library only: the executor of a
+run writes it, in the guest too.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from pathlib import Path
 
 from kpemu.kernel.runowner import alive, my_token, parse_token
 from kpemu.statedir import PROBE_DIR, STATE_DIR, state_path
-
-PREFIX = "kp-"
 
 
 @dataclass

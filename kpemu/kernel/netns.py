@@ -1,4 +1,4 @@
-"""Named network namespaces in one process: create, delete, list, open netlink in, run in.
+"""Named network namespaces in one process: create, delete, list, run in.
 
 Namespaces are created the way `ip netns add` does (unshare + bind mount under /run/netns) but
 without forking. To open a socket or start a process inside a namespace, the calling thread
@@ -23,10 +23,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from pyroute2 import IPRoute
+from typing import Any
 
 RUN_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
@@ -145,14 +142,6 @@ def inside(name: str | None) -> Iterator[None]:
             _setns(here)
     finally:
         os.close(here)
-
-
-def open_ipr(name: str) -> IPRoute:
-    """An IPRoute whose netlink socket lives in namespace `name`."""
-    from pyroute2 import IPRoute
-
-    with inside(name):
-        return IPRoute()
 
 
 def run_in(name: str, argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:

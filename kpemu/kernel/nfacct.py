@@ -20,6 +20,7 @@ from kpemu.errors import ApplyError, EnvironmentProblem
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.netns import run_in
 from kpemu.proxy.naming import NFACCT_COUNTERS
+from kpemu.statedir import PROBE_PREFIX
 
 if TYPE_CHECKING:  # the executor imports this module (also in the guest): no model at import time
     from kpemu.model.topology import Topology
@@ -64,7 +65,7 @@ def can_create(probe_ns: str) -> bool:
 @functools.cache
 def supported_here() -> bool:
     """`can_create` in a throwaway namespace of this kernel (asked once per process)."""
-    name = f"kp-probe-nfacct-{os.getpid()}"
+    name = f"{PROBE_PREFIX}nfacct-{os.getpid()}"
     nsmod.create_netns(name)
     try:
         return can_create(name)

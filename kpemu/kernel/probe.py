@@ -18,14 +18,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from kpemu import cni as cni_registry
+from kpemu.cni import catalog as cni_catalog
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.labstate import record_probe, sweep_probes
 from kpemu.kernel.owner import PROBE_OWNER, mark
 from kpemu.plan.types import CONNTRACK_MAX
 from kpemu.proxy.modes import MODES
+from kpemu.statedir import PROBE_PREFIX
 
 PROXY_MODES = tuple(MODES)
-PROBE_PREFIX = "kp-probe-"
 
 IPSET_TYPES = ("hash:ip,port", "hash:ip,port,ip", "hash:ip,port,net", "bitmap:port", "hash:ip")
 TOOLS = ("ip", "iptables", "ipset", "ipvsadm", "tcpdump", "conntrack", "ethtool", "nft",
@@ -102,8 +103,8 @@ class Capabilities:
 
 def requirements(cni: str, proxy_mode: str) -> list[str]:
     """The features a lab with this CNI and kube-proxy mode needs (pure)."""
-    if cni not in cni_registry.names():
-        raise ValueError(f"unknown cni {cni!r}; expected one of {', '.join(cni_registry.names())}")
+    if cni not in cni_catalog.names():
+        raise ValueError(f"unknown cni {cni!r}; expected one of {', '.join(cni_catalog.names())}")
     if proxy_mode not in _MODE:
         raise ValueError(f"unknown proxy mode {proxy_mode!r}; expected one of {', '.join(PROXY_MODES)}")
     out: list[str] = []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from kpemu.errors import ApplyError
-
 
 def first_difference(expected: str, actual: str) -> str | None:
     """A one-line description of the first differing line, or None if the texts are equal."""
@@ -15,9 +13,3 @@ def first_difference(expected: str, actual: str) -> str | None:
             return f"line {i + 1}: expected {e!r}, kernel has {a!r}"
     return None
 
-
-def check_readback(what: str, expected: str, actual: str) -> None:
-    """Raise ApplyError naming `what` and the first differing line when the texts differ."""
-    diff = first_difference(expected, actual)
-    if diff is not None:
-        raise ApplyError(f"{what} read back differs from the plan: {diff}")

@@ -12,7 +12,7 @@ legacy backend TRACE logs through nf_log into the kernel log, which inside a non
 namespace stays silent unless `net.netfilter.nf_log_all_netns` is set in the root namespace,
 which kpemu never touches: tracing therefore needs the nft backend (`kubeProxy.backend: nft`,
 the default); with legacy, `start_tracing` returns a session whose `unavailable` says so, and
-the counter deltas (kernel/counters.py) remain the attribution.
+the counter deltas (kernel/snapshot.py) remain the attribution.
 """
 
 from __future__ import annotations

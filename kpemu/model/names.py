@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 
+from kpemu.statedir import PREFIX
+
 IFNAMSIZ = 15
 NETNS_NAME_MAX = 255  # a named namespace is a file /run/netns/<name>: NAME_MAX
 
 
 def netns_name(lab: str, name: str) -> str:
     """The network namespace of a lab member: kp-<lab>-<name>."""
-    return f"kp-{lab}-{name}"
+    return f"{PREFIX}{lab}-{name}"
 
 
 def short_ifname(prefix: str, name: str) -> str:

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kpemu import cni as cni_registry
+from kpemu.cni import catalog as cni_catalog
+from kpemu.errors import InputError
 from kpemu.model.modes import MODE_FACTS, NEWEST_KUBE_PROXY
 
 Protocol = Literal["TCP", "UDP", "SCTP"]
@@ -303,7 +304,7 @@ class Topology(Strict):
 
     name: LabName
     # one of the CNI registry's names (kpemu.cni), listed in the JSON schema as they are when it is made
-    cni: str = Field(cni_registry.DEFAULT, json_schema_extra=lambda s: s.update(enum=list(cni_registry.names())))
+    cni: str = Field(cni_catalog.DEFAULT, json_schema_extra=lambda s: s.update(enum=list(cni_catalog.names())))
     kubeProxy: KubeProxy = Field(default_factory=KubeProxy)
     underlay: CIDR = "10.246.0.0/16"
     underlayGateway: IPv4 | None = None
@@ -324,12 +325,20 @@ class Topology(Strict):
     @field_validator("cni")
     @classmethod
     def _cni(cls, v: str) -> str:
-        if v not in cni_registry.names():
-            raise ValueError(cni_registry.expected())
+        if v not in cni_catalog.names():
+            raise ValueError(cni_catalog.expected())
         return v
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
+
+    def require_node(self, name: str, flag: str = "--node") -> Node:
+        """The node `name`; InputError naming the option `flag` and the valid nodes when there is none."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise InputError(f"{flag} {name!r} is not a node of topology {self.name!r}; "
+                         f"valid nodes: {', '.join(n.name for n in self.nodes)}")
 
     def pods_on(self, node: str) -> list[Pod]:
         return [p for p in self.pods if p.node == node]

@@ -65,7 +65,7 @@ def trace_restore_text(m: FlowMatch, op: str = "-A") -> str:
 @dataclass(frozen=True)
 class CounterSnapshot:
     """Per node: `iptables-save -c` text; `ipvsadm -Ln --stats` text when the mode balances with IPVS
-    (read by kpemu.kernel.counters)."""
+    (read by kpemu.kernel.snapshot)."""
 
     iptables: dict[str, str] = field(default_factory=dict)
     ipvs_stats: dict[str, str] = field(default_factory=dict)

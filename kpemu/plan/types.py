@@ -11,6 +11,9 @@ if TYPE_CHECKING:
     from kpemu.proxy.state import ProxyState
 
 MemberKind = Literal["node", "pod", "external", "underlay"]
+# What an interface is in the lab; a CNI with a new kind of device adds its role here.
+InterfaceRole = Literal["node-eth0", "pod-eth0", "external-eth0", "underlay-port", "underlay-bridge",
+                        "external-bridge", "pod-veth", "cni0", "vxlan", "tunnel"]
 # The kernel-wide conntrack limit (a /proc/sys path): writable only from the initial network namespace.
 CONNTRACK_MAX = "net/netfilter/nf_conntrack_max"
 
@@ -141,7 +144,7 @@ class Interface:
     ns: str
     name: str
     member: str
-    role: str  # "eth0", "underlay-port", "bridge", "vxlan", "tunnel", "pod-veth", "cni0"
+    role: InterfaceRole
     kind: Literal["ethernet", "raw"] = "ethernet"
 
 

@@ -48,7 +48,6 @@ class ServicePortInfo:
         return self.port.protocol.lower()
 
 
-
 def _all_endpoints(topo: Topology, svc: Service, port: ServicePort) -> list[EndpointInfo]:
     if svc.endpoints is not None:
         eps = [

@@ -18,6 +18,11 @@ NFACCT_COUNTERS = ("ct_state_invalid_dropped_pkts", "localhost_nps_accepted_pkts
 SVC, SVL, EXT, FW, XLB, SEP = "KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-XLB-", "KUBE-SEP-"
 
 
+def go_hex(v: int) -> str:
+    """`v` as Go's fmt.Sprintf("%#08x", v) writes it, as kube-proxy renders marks: 0x4000 -> 0x00004000."""
+    return f"0x{v:08x}"
+
+
 @lru_cache(maxsize=65536)
 def _b32_16(data: str) -> str:
     # 16 base32 characters are 80 bits: encoding the first 10 bytes gives the same prefix, faster.

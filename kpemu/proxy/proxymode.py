@@ -32,7 +32,7 @@ class ProxyMode:
     facts: ModeFacts  # its name, the releases that have it, whether kubeProxy.scheduler applies
     formats: tuple[str, ...]  # `kpemu rules --format` values that carry this mode's state
     build: Build  # a node's texts, apply steps, read-back expectations and what the oracle walks
-    saved: tuple[str, ...]  # what is read back from each node (kpemu.capture.snapshot.RULE_KINDS)
+    saved: tuple[str, ...]  # what is read back from each node (kpemu.kernel.snapshot.RULE_KINDS)
     trace: str  # how packets are traced and hops explained: "iptables-trace" (xtables-monitor) or "nft-monitor"
     walks: str  # what the offline oracle walks and a node's dumps hold: "xtables" (iptables rules) or "nft"
     features: tuple[str, ...]  # kernel.probe feature names the mode needs

@@ -18,9 +18,7 @@ FORMATS = (*ALL_FORMATS, "all")
 
 
 def _check(topo: Topology, node: str, fmt: str) -> None:
-    names = [n.name for n in topo.nodes]
-    if node not in names:
-        raise InputError(f"--node {node!r} is not a node of topology {topo.name!r}; valid nodes: {', '.join(names)}")
+    topo.require_node(node)
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
 

@@ -166,6 +166,30 @@ class Rule:
         return " ".join(["-A", self.chain, *(_quote(a) for a in self.args)])
 
 
+@dataclass(frozen=True)
+class JumpRule:
+    """One jump from a built-in chain, as kube-proxy (or kubelet) installs it with
+    `EnsureRule(Prepend, table, chain, args...)`."""
+
+    table: str
+    chain: str
+    target: str
+    comment: str | None = None
+    matches: tuple[str, ...] = ()  # written before the comment, e.g. `-m conntrack --ctstate NEW`
+    owner: str = "kube-proxy"
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        """The tokens after `-A CHAIN`."""
+        comment = ("-m", "comment", "--comment", self.comment) if self.comment else ()
+        return (*self.matches, *comment, "-j", self.target)
+
+    @property
+    def line(self) -> str:
+        """The restore line, `-A CHAIN ...`."""
+        return Rule(self.chain, self.args, self.owner).restore_line()
+
+
 @dataclass
 class Chain:
     """A chain and its rules in order; built-in chains carry only the jumps kpemu owns."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import re
 
 from kpemu.proxy.rules import (
     BUILTIN_CHAINS,
@@ -31,8 +30,6 @@ from kpemu.proxy.rules import (
     parse_rule_line,
     split_line,
 )
-
-_HEX = re.compile(r"0x[0-9a-fA-F]+")
 
 
 def _hex(v: str) -> str:

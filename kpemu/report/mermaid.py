@@ -1,7 +1,7 @@
 """Mermaid sequence diagrams of a flow (pure): participants are the hops, messages the packet
 with its tuple, notes what changed it (and the rule or IPVS decision that did).
 
-Works on a flow of hops.json (DESIGN.md section 5), so it renders saved runs too.
+Works on a flow of hops.json (kpemu.report.runreport.RunReport), so it renders saved runs too.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kpemu.cni import names
+from kpemu.cni.catalog import names
 from kpemu.docker.engine import status as docker_status
 from kpemu.kernel.probe import PROXY_MODES, Capabilities, Feature, can_run
 from kpemu.runtimes import probe_here

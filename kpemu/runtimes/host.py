@@ -102,11 +102,11 @@ def deploy_lab(topo: Topology, source: str = "", plan: Plan | None = None) -> La
     """Build the lab on this kernel (kpemu.jobs.execute: fabric, kube-proxy's rules per node, CNI rules)
     from `plan` (the topology's own when not given) and check what the kernel reads back against
     kube-proxy's text; rolls back on any failure."""
-    from kpemu.capture.snapshot import rules_text
     from kpemu.cni import cni_of
     from kpemu.jobs.build import deploy_job, release_tuple
     from kpemu.jobs.execute import deploy
     from kpemu.jobs.verify import readback_problems
+    from kpemu.kernel.snapshot import rules_text
     from kpemu.plan.fabric import plan_fabric
 
     kernel_lab.require_root()

@@ -1,7 +1,7 @@
 """Payload markers: every connection carries `kpemu:<flow>:<i>`; replies add `:reply:<pod>`.
 
 NAT rewrites addresses and ports but never the payload, so the ledger follows a connection
-across hops by its marker (pure; shared by client, server and ledger).
+across hops by its marker (pure; shared by the client, the container client and the server).
 """
 
 from __future__ import annotations

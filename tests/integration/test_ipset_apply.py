@@ -10,12 +10,12 @@ import subprocess
 
 import pytest
 
-from kpemu.capture.snapshot import rules_text
 from kpemu.inputs.topology import load_topology
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.schema import Readback
 from kpemu.jobs.verify import readback_problems
 from kpemu.kernel import netns as nsmod
+from kpemu.kernel.snapshot import rules_text
 from kpemu.plan.batch import Step
 from kpemu.proxy.ipvs import ipvs_rules
 from kpemu.proxy.ipvs.ipset_text import IpSet, make_set, restore_input

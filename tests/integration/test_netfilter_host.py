@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from kpemu.capture.snapshot import rules_text
 from kpemu.inputs.topology import load_topology
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.schema import Readback
 from kpemu.jobs.verify import readback_problems
 from kpemu.kernel.netfilter import supports_random_fully
+from kpemu.kernel.snapshot import rules_text
 from kpemu.model.topology import Topology
 from kpemu.proxy.modes import mode_of
 from tests.conftest import ROOT, TOPOLOGIES, needs_root

@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import pytest
 
-from kpemu.capture.snapshot import rules_text
 from kpemu.errors import ApplyError
 from kpemu.inputs.topology import load_topology
 from kpemu.jobs.execute import run_step
@@ -17,6 +16,7 @@ from kpemu.jobs.schema import Readback
 from kpemu.jobs.verify import readback_problems
 from kpemu.kernel import nfacct
 from kpemu.kernel.netns import run_in
+from kpemu.kernel.snapshot import rules_text
 from kpemu.proxy.iptables import iptables_rules, restore_text, uses_nfacct
 from kpemu.proxy.modes import mode_of
 from tests.conftest import ROOT, needs_root

@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import pytest
 
-from kpemu.capture.snapshot import rules_text
 from kpemu.errors import ApplyError
 from kpemu.inputs.topology import load_topology
 from kpemu.jobs.execute import run_step
 from kpemu.jobs.schema import Readback
 from kpemu.jobs.verify import readback_problems
+from kpemu.kernel.snapshot import rules_text
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step
 from kpemu.proxy.modes import mode_of

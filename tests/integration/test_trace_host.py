@@ -34,8 +34,8 @@ from kpemu.analyse.oracle.compare import compare_paths
 from kpemu.analyse.oracle.types import Packet
 from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
-from kpemu.kernel.counters import snapshot
 from kpemu.kernel.labstate import LabState
+from kpemu.kernel.snapshot import read_counters
 from kpemu.kernel.trace import start_tracing
 from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
@@ -99,14 +99,14 @@ def _connect(state: LabState, member: str, dst: str, port: int) -> dict:
 def _traced(topo: Topology, state: LabState, member: str, client: str, dst: str, port: int,
             tag: str) -> tuple[dict, dict[str, list[TracedPacket]], dict[str, list]]:
     nodes = {n.name: state.members[n.name] for n in topo.nodes}
-    before = snapshot(nodes)
+    before = read_counters(nodes)
     session = start_tracing(nodes, FlowMatch("tcp", client, dst, port, BACKENDS, tag), workdir=scratch_dir(topo.name))
     assert session.unavailable is None
     try:
         conn = _connect(state, member, dst, port)
     finally:
         texts = session.stop()
-    after = snapshot(nodes)
+    after = read_counters(nodes)
     for ns in nodes.values():  # the TRACE rules are gone again
         assert "kpemu-trace" not in save(ns, "nft", "raw")
     syns = {n: [p for p in parse_trace(t, n) if p.first.get("flags") == ["SYN"]] for n, t in texts.items()}

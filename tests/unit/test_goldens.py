@@ -1,7 +1,11 @@
 """Whole-dump goldens per release and proxy mode (tests/data/golden, written by scripts/goldens.py):
 every line of `kpemu rules --format all` for tests/data/rich.yaml on node2, for every modelled
 release. A golden is stored for the first release and for each release whose dump changes, so
-the releases between two goldens are asserted to produce exactly the earlier one's text."""
+the releases between two goldens are asserted to produce exactly the earlier one's text.
+
+The goldens are regression pins written by the code under test, not independent truth (that is
+upstream's own text, in test_upstream_iptables.py and test_proxy_nftables.py): regenerate one only
+for a change you mean, and review its diff like code."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from itertools import pairwise
 import pytest
 
 from scripts.goldens import GOLDEN, MODES, RELEASES, dump
+from tests.unit.upstream_iptables import check_iptables_rule_jumps
 
 
 def _stored(mode: str) -> dict[int, str]:
@@ -21,6 +26,15 @@ def test_release_dump_equals_its_golden(mode: str, minor: int) -> None:
     stored = _stored(mode)
     golden = max(m for m in stored if m <= minor)
     assert dump(mode, minor) == stored[golden], f"1.{minor} {mode} differs from golden 1.{golden}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_golden_jump_lands_on_a_target_or_a_declared_chain(mode: str) -> None:
+    """Upstream's checkIPTablesRuleJumps on each golden's iptables-restore and iptables-save text."""
+    for minor, text in sorted(_stored(mode).items()):
+        sections = text.split("# --- ")
+        for section in (s for s in sections if s.startswith(("iptables-restore ---", "iptables-save ---"))):
+            assert check_iptables_rule_jumps(section) == [], f"1.{minor} {mode} {section.split()[0]}"
 
 
 @pytest.mark.parametrize("mode", MODES)

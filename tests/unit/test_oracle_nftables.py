@@ -133,7 +133,6 @@ def test_1_29_firewall_sets(tmp_path: Path, src: str, dst: str, port: int, origi
     assert _output(pred) == output
 
 
-
 def test_1_36_steps_dnat_in_the_service_chain_and_hairpin_masquerade() -> None:
     """1.36: the services chain marks nothing for a pod source, the service chain DNATs through its
     anonymous map (no endpoint chain), and masquerading's second rule (`ct status dnat` + the

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kpemu.cni import names as cni_names
+from kpemu.cni.catalog import names as cni_names
 from kpemu.errors import EnvironmentProblem, InputError
 from kpemu.kernel.probe import PROXY_MODES, Capabilities, Feature, can_run, probe, requirements
 from kpemu.runtimes import Needs, choose

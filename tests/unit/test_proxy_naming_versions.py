@@ -55,7 +55,9 @@ def test_every_release_has_a_flavour_and_boundaries() -> None:
     assert f[18].port_name_colon and not f[19].port_name_colon  # T1
     assert f[16].probability(2) == "0.50000" and f[17].probability(3) == "0.3333333333"  # T2
     assert not f[18].xor_mark and f[19].xor_mark  # T3
-    assert f[14].mark_drop and not f[25].mark_drop and f[25].proxy_firewall  # T5/T10
+    assert not f[18].kubelet_localnet_rule and f[19].kubelet_localnet_rule and f[28].kubelet_localnet_rule  # T21
+    assert not f[20].ipvs_etp_local_fallback and f[21].ipvs_etp_local_fallback
+    assert not f[24].proxy_firewall and f[25].proxy_firewall  # T5/T10
     assert not f[20].masq_in_svc_chain and f[21].masq_in_svc_chain  # T7
     assert not f[23].ext_chains and f[24].ext_chains  # T9
     assert f[14].input_services_jump and not f[20].input_services_jump and f[20].forward_external_services_jump
@@ -63,7 +65,7 @@ def test_every_release_has_a_flavour_and_boundaries() -> None:
     assert not f[17].endpoint_comments and f[18].endpoint_comments
     assert not f[25].ipvs_filter and f[26].ipvs_filter and f[26].loopback_return
     assert not f[28].ipvs_out_filter and f[29].ipvs_out_filter
-    assert not f[15].canary and f[16].canary and f[16].random_fully_capable
+    assert not f[15].canary and f[16].canary and not f[15].random_fully and f[16].random_fully
 
 
 def test_flavour_for_settings() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kpemu.inputs.topology import load_topology
 from kpemu.proxy.iptables import iptables_rules, restore_text
-from tests.unit.upstream_iptables import restore_data, sort_iptables_rules
+from tests.unit.upstream_iptables import check_iptables_rule_jumps, restore_data, sort_iptables_rules
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "upstream"
 
@@ -34,6 +34,24 @@ def test_overall_iptables_rules_equal_upstream_line_for_line() -> None:
     body = [ln for ln in expected.splitlines() if ln not in ("*filter", "*nat", "COMMIT")]
     assert len(body) == 91
     assert got.splitlines() == expected.splitlines()
+
+
+def test_every_jump_lands_on_a_target_or_a_declared_chain() -> None:
+    """Upstream's checkIPTablesRuleJumps, on its expected text and on kpemu's whole restore input."""
+    assert check_iptables_rule_jumps((DATA / "iptables-overall.expected").read_text()) == []
+    topo = load_topology(DATA / "iptables-overall.yaml")
+    assert check_iptables_rule_jumps(restore_text(iptables_rules(topo, "test-node"))) == []
+
+
+def test_the_jump_check_names_a_jump_to_a_chain_never_declared() -> None:
+    data = "\n".join(["*nat", ":KUBE-SERVICES - [0:0]", "-I PREROUTING 1 -j KUBE-SERVICES",
+                      "-A KUBE-SERVICES -j KUBE-SVC-GONE", "-A KUBE-SERVICES -j OUTPUT", "-A KUBE-NODEPORTS -j DROP",
+                      "COMMIT", ""])
+    assert check_iptables_rule_jumps(data) == [
+        "*nat: KUBE-SERVICES jumps to KUBE-SVC-GONE, neither a target nor a declared chain",
+        "*nat: KUBE-SERVICES jumps to OUTPUT, neither a target nor a declared chain",
+        "*nat: a rule is added to KUBE-NODEPORTS, which is not declared",
+    ]
 
 
 def test_without_nfacct_counters_the_four_nfacct_lines_change_and_nothing_else() -> None:

@@ -1,12 +1,16 @@
 """Upstream's own comparison for iptables-mode output, ported from kubernetes/kubernetes
 pkg/proxy/iptables/proxier_test.go: `sortIPTablesRules` + `orderByCommentServiceName` (what
-`assertIPTablesRulesEqual` applies to the proxier's restore data before comparing).
+`assertIPTablesRulesEqual` applies to the proxier's restore data before comparing), and the
+jump check it runs after comparing (`checkIPTablesRuleJumps`).
 """
 
 from __future__ import annotations
 
 import shlex
 from functools import cmp_to_key
+
+from kpemu.dumps.xtables.check import TARGETS
+from kpemu.proxy.rules import BUILTIN_CHAINS, parse_args, split_line
 
 NODEPORTS, SERVICES = "KUBE-NODEPORTS", "KUBE-SERVICES"
 # What kube-proxy writes outside its iptables-restore data (EnsureChain / EnsureRule), so absent
@@ -108,3 +112,33 @@ def sort_iptables_rules(data: str) -> str:
             out += rules.get(c, [])
         out.append("COMMIT")
     return "\n".join(out) + "\n"
+
+
+def check_iptables_rule_jumps(data: str) -> list[str]:
+    """checkIPTablesRuleJumps, as iptables-restore would judge it: what is wrong with the jumps of an
+    iptables-restore input or iptables-save dump ([] when nothing is). Every `-j` / `-g` target must be a
+    target extension (ACCEPT, DNAT, MARK, ...: kpemu.dumps.xtables.check.TARGETS) or a chain declared with a
+    `:CHAIN` line of the same table (never a built-in chain), and every `-A` / `-I` must add to a built-in
+    chain of the table or a declared one."""
+    tables: dict[str, tuple[set[str], list[tuple[str, str | None]]]] = {}
+    declared: set[str] = set()
+    rules: list[tuple[str, str | None]] = []
+    for line in data.splitlines():
+        if line.startswith("*"):
+            declared, rules = set(), []
+            tables[line[1:]] = (declared, rules)
+        elif line.startswith(":"):
+            declared.add(line[1:].split()[0])
+        elif line.startswith(("-A ", "-I ")):
+            toks = split_line(line)
+            args = toks[3:] if toks[0] == "-I" and toks[2:3] and toks[2].isdigit() else toks[2:]
+            rules.append((toks[1], parse_args(args).target))
+    problems = []
+    for table, (chains, table_rules) in tables.items():
+        builtin = set(BUILTIN_CHAINS.get(table, ()))
+        for chain, target in table_rules:
+            if chain not in chains | builtin:
+                problems.append(f"*{table}: a rule is added to {chain}, which is not declared")
+            if target is not None and target not in TARGETS and (target not in chains or target in builtin):
+                problems.append(f"*{table}: {chain} jumps to {target}, neither a target nor a declared chain")
+    return problems

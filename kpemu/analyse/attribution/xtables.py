@@ -1,7 +1,7 @@
 """Rule attribution for `xtables-monitor --trace` (pure): which rule or IPVS decision changed the packet at each hop.
 
 Inputs are texts the kernel printed: `xtables-monitor --trace` per node (kernel/trace.py),
-`iptables-save -c` before/after (kernel/counters.py), `ipvsadm -Ln --stats` / `-Sn`, and the
+`iptables-save -c` before/after (kernel/snapshot.py), `ipvsadm -Ln --stats` / `-Sn`, and the
 conntrack / IPVS connection entries the ledger already attached. Trace events are grouped per
 packet (every traced packet starts in the raw table, where the TRACE rule is), joined with the
 ledger's hops by IP ID and tuple (NAT leaves the IP ID alone), and turned into short phrases on

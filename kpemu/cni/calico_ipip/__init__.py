@@ -7,30 +7,19 @@ the node besides its underlay IP.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from kpemu.cni.calico_ipip.devices import TUNNEL, addresses
 from kpemu.cni.spec import Cni, DeviceNeed
 
 if TYPE_CHECKING:
-    from kpemu.model.topology import Node, Topology
+    from kpemu.model.topology import Topology
     from kpemu.plan.parts import Parts
 
 NAME = "calico-ipip"
-TUNNEL = "tunl0"
 IPIP_ANNOTATION = "projectcalico.org/IPv4IPIPTunnelAddr"
 VXLAN_ANNOTATION = "projectcalico.org/IPv4VXLANTunnelAddr"
-
-
-def tunnel_ip(node: Node) -> str:
-    """tunl0's address: tunnelIP, else the first address of the node's block (kpemu layout)."""
-    return node.tunnelIP or str(ipaddress.IPv4Network(node.podCIDR).network_address + 1)
-
-
-def addresses(node: Node) -> tuple[str, ...]:
-    """tunl0's address."""
-    return (tunnel_ip(node),)
 
 
 def recognise(annotations: Mapping[str, str]) -> tuple[str, dict[str, str]] | None:

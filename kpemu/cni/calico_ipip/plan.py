@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
-from kpemu.cni.calico_ipip import TUNNEL, tunnel_ip
+from kpemu.cni.calico_ipip.devices import TUNNEL, tunnel_ip
 from kpemu.cni.pods import pod_namespace
 from kpemu.model.names import netns_name, stable_mac
 from kpemu.model.topology import Topology

@@ -6,29 +6,19 @@ addresses kube-proxy finds on it besides its underlay IP.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from kpemu.cni.flannel_vxlan.devices import BRIDGE, PORT, VNI, VTEP, addresses
 from kpemu.cni.spec import Cni
 
 if TYPE_CHECKING:
-    from kpemu.model.topology import Node, Topology
+    from kpemu.model.topology import Topology
     from kpemu.plan.parts import Parts
 
 NAME = "flannel-vxlan"
-VNI = 1
-PORT = 8472
-VTEP = "flannel.1"
-BRIDGE = "cni0"
 ANNOTATION_PREFIX = "flannel.alpha.coreos.com/"
 BACKEND_ANNOTATION = ANNOTATION_PREFIX + "backend-type"
-
-
-def addresses(node: Node) -> tuple[str, ...]:
-    """flannel.1's address (<podCIDR>.0) and cni0's (<podCIDR>.1)."""
-    net = ipaddress.IPv4Network(node.podCIDR)
-    return (str(net.network_address), str(net.network_address + 1))
 
 
 def recognise(annotations: Mapping[str, str]) -> tuple[str, dict[str, str]] | None:

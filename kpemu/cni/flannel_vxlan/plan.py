@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 
-from kpemu.cni.flannel_vxlan import BRIDGE, PORT, VNI, VTEP, addresses
+from kpemu.cni.flannel_vxlan.devices import BRIDGE, PORT, VNI, VTEP, addresses
 from kpemu.cni.pods import pod_namespace
 from kpemu.model.names import netns_name, stable_mac
 from kpemu.model.topology import Node, Topology
@@ -71,9 +71,8 @@ def plan(topo: Topology, p: Parts) -> None:
         p.rules.append(flannel_rules(ns, str(network), str(cidr)))
 
 
-def flannel_rules(ns: str, network: str, pod_cidr: str, random_fully: bool = True) -> Rules:
+def flannel_rules(ns: str, network: str, pod_cidr: str) -> Rules:
     """FLANNEL-POSTRTG and FLANNEL-FWD as current flanneld installs them (iptables-restore input)."""
-    rf = " --random-fully" if random_fully else ""
     masq = '-m comment --comment "flanneld masq"'
     fwd = '-m comment --comment "flanneld forward"'
     nat = "\n".join([
@@ -84,8 +83,8 @@ def flannel_rules(ns: str, network: str, pod_cidr: str, random_fully: bool = Tru
         f"-A FLANNEL-POSTRTG -s {pod_cidr} -d {network} {masq} -j RETURN",
         f"-A FLANNEL-POSTRTG -s {network} -d {pod_cidr} {masq} -j RETURN",
         f"-A FLANNEL-POSTRTG ! -s {network} -d {pod_cidr} {masq} -j RETURN",
-        f"-A FLANNEL-POSTRTG -s {network} ! -d 224.0.0.0/4 {masq} -j MASQUERADE{rf}",
-        f"-A FLANNEL-POSTRTG ! -s {network} -d {network} {masq} -j MASQUERADE{rf}",
+        f"-A FLANNEL-POSTRTG -s {network} ! -d 224.0.0.0/4 {masq} -j MASQUERADE --random-fully",
+        f"-A FLANNEL-POSTRTG ! -s {network} -d {network} {masq} -j MASQUERADE --random-fully",
         "COMMIT",
         "",
     ])

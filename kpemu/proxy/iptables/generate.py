@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from kpemu.model.topology import Topology
 from kpemu.proxy import naming
 from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
 from kpemu.proxy.naming import NFACCT_COUNTERS
-from kpemu.proxy.rules import RuleSet, Table
+from kpemu.proxy.rules import JumpRule, RuleSet, Table
 from kpemu.proxy.versions import Flavour, flavour_for
 
 MARK_MASQ, MARK_DROP = "KUBE-MARK-MASQ", "KUBE-MARK-DROP"
@@ -37,38 +36,11 @@ MARK_DROP_FIREWALL = ("-m", "comment", "--comment", "kubernetes firewall for dro
                       "-m", "mark", "--mark", "0x00008000/0x00008000", "-j", "DROP")
 
 
-@dataclass(frozen=True)
-class Jump:
-    """One `EnsureRule(Prepend, table, from, args...)` call."""
-
-    table: str
-    chain: str
-    args: tuple[str, ...]
-    owner: str = "kube-proxy"
-
-
-def _go_hex(v: int) -> str:
-    return f"0x{v:08x}"  # Go's fmt.Sprintf("%#08x", v)
-
-
-def _known_node(topo: Topology, node: str) -> None:
-    names = [n.name for n in topo.nodes]
-    if node not in names:
-        from kpemu.errors import InputError
-
-        raise InputError(f"--node {node!r} is not a node of {topo.name}; valid nodes: {', '.join(names)}")
-
-
-def jump_list(fl: Flavour) -> list[Jump]:
+def jump_list(fl: Flavour) -> list[JumpRule]:
     """kubelet's then kube-proxy's prepended jumps from built-in chains, in call order (2.2)."""
     new = ("-m", "conntrack", "--ctstate", "NEW")
-
-    def j(table: str, frm: str, to: str, comment: str | None, extra: tuple[str, ...] = ()) -> Jump:
-        c = ("-m", "comment", "--comment", comment) if comment else ()
-        return Jump(table, frm, (*extra, *c, "-j", to))
-
-    out = [Jump("filter", "INPUT", ("-j", FIREWALL), "kubelet"),
-           Jump("filter", "OUTPUT", ("-j", FIREWALL), "kubelet")]
+    j = JumpRule
+    out = [j("filter", "INPUT", FIREWALL, owner="kubelet"), j("filter", "OUTPUT", FIREWALL, owner="kubelet")]
     portals, ext = "kubernetes service portals", "kubernetes externally-visible service portals"
     out.append(j("filter", "INPUT", EXT_SERVICES, ext, new))
     if fl.forward_external_services_jump:
@@ -90,9 +62,9 @@ def jump_list(fl: Flavour) -> list[Jump]:
     return out
 
 
-def final_jump_order(jumps: Iterable[Jump]) -> dict[tuple[str, str], list[Jump]]:
+def final_jump_order(jumps: Iterable[JumpRule]) -> dict[tuple[str, str], list[JumpRule]]:
     """What prepending each jump in turn leaves in every built-in chain (top first)."""
-    out: dict[tuple[str, str], list[Jump]] = {}
+    out: dict[tuple[str, str], list[JumpRule]] = {}
     for jp in jumps:
         out.setdefault((jp.table, jp.chain), []).insert(0, jp)
     return out
@@ -102,15 +74,14 @@ class _Gen:
     """One sync of kube-proxy's syncProxyRules for one node."""
 
     def __init__(self, topo: Topology, node: str):
-        _known_node(topo, node)
         self.topo, self.node = topo, node
         kp = topo.kubeProxy
         self.fl = flavour_for(kp)
         self.cidr = kp.clusterCIDR
         self.masq_all = kp.masqueradeAll
         bit = 1 << kp.masqueradeBit
-        self.mark = _go_hex(bit)
-        self.node_ip = topo.node(node).ip
+        self.mark = naming.go_hex(bit)
+        self.node_ip = topo.require_node(node).ip
         self.rs = RuleSet()
         self.filter: Table = self.rs.table("filter")
         self.nat: Table = self.rs.table("nat")
@@ -202,7 +173,7 @@ class _Gen:
 
     def forward_rules(self) -> None:
         fl, m = self.fl, self.mark
-        if fl.forward_invalid_drop:
+        if fl.forward_invalid_drop:  # kpemu's nodes keep nf_conntrack_tcp_be_liberal at 0 (1.29+ checks it)
             acct = ("-m", "nfacct", "--nfacct-name", NFACCT_COUNTERS[0]) if fl.nfacct else ()
             self.filter.add(FORWARD, "-m", "conntrack", "--ctstate", "INVALID", *acct, "-j", "DROP")
         self.filter.add(FORWARD, "-m", "comment", "--comment", "kubernetes forwarding rules",
@@ -230,7 +201,7 @@ class _Gen:
         if not fw.rules:  # kube-proxy did not write it (before 1.28 or localhost NodePorts off)
             if fl.kubelet_mark_drop:
                 self.filter.add(FIREWALL, *MARK_DROP_FIREWALL, owner="kubelet")
-            if fl.minor >= 19:
+            if fl.kubelet_localnet_rule:
                 self.filter.add(FIREWALL, *LOCALNET_RULE, owner="kubelet")
         if fl.canary:
             for t in ("mangle", "nat", "filter"):

@@ -26,8 +26,9 @@ from kpemu.model.topology import Topology
 from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
 from kpemu.proxy.ipvs import ipset_text, ipvsadm_text
 from kpemu.proxy.ipvs.ipset_text import IpSet
-from kpemu.proxy.ipvs.iptables import IpvsIptables, JumpRule, ipvs_iptables
+from kpemu.proxy.ipvs.iptables import IpvsIptables, ipvs_iptables
 from kpemu.proxy.ipvs.ipvsadm_text import RealServer, VirtualServer
+from kpemu.proxy.rules import JumpRule
 from kpemu.proxy.versions import Flavour, flavour_for
 
 DUMMY_DEVICE = "kube-ipvs0"
@@ -257,7 +258,7 @@ def ipvs_rules(topo: Topology, node: str, kernel: tuple[int, int] | None = None)
     for info in infos:
         for name, entries in _members(info, n.ip, addrs).items():
             members[name] |= entries
-        vss += _virtual_servers(info, addrs, kp.scheduler, etp_local_fallback=f.minor >= 21)
+        vss += _virtual_servers(info, addrs, kp.scheduler, etp_local_fallback=f.ipvs_etp_local_fallback)
         svc = info.service
         if svc.loadBalancerSourceRanges and not _allow_from_node(svc.loadBalancerSourceRanges, n.ip):
             out_filter += [(ip, info.protocol, info.port.port) for ip in svc.loadBalancerIPs]

@@ -1,7 +1,7 @@
 """The small, constant iptables rule set of IPVS mode (reference 3.2, 3.3, 4.1 and 9.3).
 
 Eras (toggles from kpemu.proxy.versions.Flavour):
-- 1.11-1.18: nat KUBE-FIREWALL + KUBE-MARK-DROP for LB source ranges; KUBE-POSTROUTING is the
+- 1.10-1.18: nat KUBE-FIREWALL + KUBE-MARK-DROP for LB source ranges; KUBE-POSTROUTING is the
   single mark MASQUERADE rule, written before the KUBE-LOOP-BACK rule; mark written as
   `--set-xmark 0x00004000/0x00004000`; KUBE-FORWARD pod source/destination conntrack rules (with
   `-s`/`-d clusterCIDR` before 1.18).
@@ -10,6 +10,8 @@ Eras (toggles from kpemu.proxy.versions.Flavour):
 - 1.25: filter KUBE-PROXY-FIREWALL + KUBE-SOURCE-RANGES-FIREWALL replace nat KUBE-FIREWALL.
 - 1.26-1.28: + filter KUBE-IPVS-FILTER (KUBE-IPVS-IPS set) and `-s 127.0.0.0/8 -j RETURN`.
 - 1.29+: + filter KUBE-IPVS-OUT-FILTER.
+1.10's own IPVS text (ipsets KUBE-FIRE-WALL / KUBE-LB-INGRESS-LOCAL, no KUBE-FORWARD, no `-j ACCEPT`
+for the VIP sets) is not pinned by any source, so a 1.10 node gets 1.11's rules.
 Rules are generated in the order of writeIptablesRules(); only the order inside a chain is
 visible in iptables-save.
 """
@@ -19,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kpemu.proxy.ipvs.ipset_text import IpSet
+from kpemu.proxy.naming import go_hex
+from kpemu.proxy.rules import JumpRule
 from kpemu.proxy.versions import Flavour
 
 SERVICES, POSTROUTING, NODE_PORT = "KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-NODE-PORT"
@@ -27,24 +31,6 @@ NAT_FIREWALL, FORWARD = "KUBE-FIREWALL", "KUBE-FORWARD"
 PROXY_FIREWALL, SOURCE_RANGES = "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL"
 IPVS_FILTER, IPVS_OUT_FILTER = "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"
 DROP_BIT = 15  # kubelet's --iptables-drop-bit default
-
-
-@dataclass(frozen=True)
-class JumpRule:
-    """A jump from a built-in chain, installed by kube-proxy with EnsureRule(Prepend, ...)."""
-
-    table: str
-    chain: str
-    target: str
-    comment: str
-
-    @property
-    def args(self) -> str:
-        return f'-m comment --comment "{self.comment}" -j {self.target}'
-
-    @property
-    def line(self) -> str:
-        return f"-A {self.chain} {self.args}"
 
 
 @dataclass(frozen=True)
@@ -61,11 +47,6 @@ class IpvsIptables:
     def jumps(self) -> tuple[JumpRule, ...]:
         """Jumps in the order they end up in each built-in chain (later prepends come first)."""
         return tuple(reversed(self.jumps_prepend_order))
-
-
-def _mark(bit: int) -> str:
-    """Go's fmt.Sprintf("%#08x", 1<<bit): 0x00004000."""
-    return f"0x{1 << bit:08x}"
 
 
 # ipsetWithIptablesChain: (set, table, from chain, target, match type, protocol match).
@@ -153,7 +134,7 @@ def ipvs_iptables(
     """
     nat: list[str] = []
     filt: list[str] = []
-    m = _mark(masquerade_bit)
+    m = go_hex(1 << masquerade_bit)
 
     def nonempty(name: str) -> bool:
         return name in sets and not sets[name].is_empty
@@ -169,7 +150,7 @@ def ipvs_iptables(
         nat.append(masq + (" --random-fully" if f.random_fully else ""))
         nat.append(f"-A {MARK_MASQ} -j MARK --set-xmark {m}/{m}")
     if f.ipvs_nat_firewall:
-        d = _mark(DROP_BIT)
+        d = go_hex(1 << DROP_BIT)
         nat.append(f"-A {MARK_DROP} -j MARK --set-xmark {d}/{d}")
 
     if f.loopback_return:

@@ -23,7 +23,6 @@ PROTO_NUMBER = {"TCP": 6, "UDP": 17, "SCTP": 132}
 _SWITCH = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
 FLAG_PERSISTENT = 0x1
 FLAG_SCHED2 = 0x10  # kube-proxy's FlagSourceHash; ipvsadm names it sh-port / mh-port
-FWD_MASQ = 0  # IP_VS_CONN_F_MASQ; pyroute2's IPVSDest defaults to 3 (direct routing)
 
 
 @dataclass(frozen=True)

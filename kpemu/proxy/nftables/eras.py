@@ -1,28 +1,8 @@
 """What changes in kube-proxy's nftables transaction from one release to the next (1.29 .. 1.36).
 
-Facts from reference/kube-proxy-nftables.md sections 1, 3 and 5 (upstream proxier.go copies
-per era: the 1.29 alpha with its firewall/firewall-allow sets and INVALID-dropping `forward`
-chain; TestOverallNFTablesRules for 1.34/1.35). The generator reads an `Era`, never a version
-number.
-
-1.36 (`hairpin_set`): kubernetes/kubernetes #135800 (CHANGELOG-1.36 v1.36.0: "Improved CPU usage in
-the nftables mode of kube-proxy when loading very large rulesets": the mark-for-masquerade chain
-goes, every `jump mark-for-masquerade` becomes an inline `mark set mark or M`) and #136499 (the
-`hairpin-connections` set with one element per local endpoint and a `ct status dnat ...
-@hairpin-connections masquerade` rule in `masquerading`, which becomes `mark and M != 0 mark set
-mark xor M masquerade fully-random`; one ClusterIP masquerade rule in `services` on
-`@cluster-ips`; endpoint chains only for ClientIP affinity; otherwise the policy chain DNATs
-itself with `dnat ip addr . port to numgen random mod N map { i : IP . port }`). Rule text from
-proxier_test.go's TestOverallNFTablesRules at kubernetes/kubernetes@edca5633, a 2026 commit after
-#136499 and before #140723 (tests/data/nftables/overall-1.36-expected.nft), and the generation
-order from proxier.go of the same era (AustinAbro321/kubernetes@129058fc). That these are 1.36's:
-#135800 is in CHANGELOG-1.36's v1.36.0 notes, and a published `nft list table ip kube-proxy` of a
-v1.36.2 node shows the hairpin-connections set, the `services` masquerade rule and `dnat ip to
-numgen random mod 1 map` for a one-endpoint service.
-
-Not modelled: 1.37. It adds #140723 (single-endpoint Services DNAT without the numgen map) and its
-fix #140960 (the first form, `dnat ip6 addr . port to A . P`, crashed nft on IPv6); the rule
-text after #140960 is in no source available here, so kpemu stops at 1.36 rather than guess it.
+The generator reads an `Era`, never a version number. 1.36 (`hairpin_set`) is the hairpin and
+inline-mark rework of #135800 / #136499; 1.37 is not modelled, as its single-endpoint rule text is
+in no source available. The evidence for each era is in docs/provenance.md.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kpemu.model.topology import Topology
 from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
-from kpemu.proxy.naming import service_port_name
+from kpemu.proxy.naming import go_hex, service_port_name
 from kpemu.proxy.nftables import eras as E
 from kpemu.proxy.nftables.naming import endpoint_base, service_base
 from kpemu.proxy.nftables.tx import Transaction
@@ -31,7 +31,7 @@ class NftSettings:
     """What one node's kube-proxy was started with (the parts that change the transaction)."""
 
     era: E.Era
-    mark: str  # fmt.Sprintf("%#08x", 1<<masqueradeBit)
+    mark: str  # go_hex(1 << masqueradeBit)
     masquerade_all: bool
     cluster_cidr: str | None  # the ClusterCIDR local-traffic detector; None: no detector
     nodeport_ips: tuple[str, ...] | None  # None: nodePortAddresses match every address
@@ -56,7 +56,7 @@ def settings_for(topo: Topology, node: str, mark: str | None = None) -> NftSetti
     cidrs = (topo.serviceCIDR,) if era.service_cidr_drop and topo.serviceCIDR else ()
     return NftSettings(
         era=era,
-        mark=mark or f"0x{1 << kp.masqueradeBit:08x}",
+        mark=mark or go_hex(1 << kp.masqueradeBit),
         masquerade_all=kp.masqueradeAll,
         cluster_cidr=kp.clusterCIDR,
         nodeport_ips=nodeport_ips,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from kpemu.proxy.naming import go_hex
 from kpemu.proxy.nftables.tx import BaseHook, Chain, Element, NSet, Table, quote
 
 # (name, value, hooks it is printed for; None = every hook), nft's std_prios for family ip.
@@ -46,10 +47,6 @@ def duration_text(seconds: int) -> str:
     return out or "0s"
 
 
-def _hex32(v: str) -> str:
-    return f"0x{int(v, 16):08x}"
-
-
 def _anon_set(m: re.Match[str]) -> str:
     items = [i.strip() for i in m.group(2).split(",")]
     if len(items) == 1:
@@ -65,9 +62,9 @@ def rule_text(text: str) -> str:
     """A rule as kube-proxy writes it -> as nft lists it (mark statements and tests anywhere in the
     rule, since 1.36 writes them inline; `dnat ip addr . port to <map>` lists as `dnat ip to`)."""
     t = re.sub(r"(?<!meta )\bmark set mark (or|xor) (0x[0-9a-f]+)",
-               lambda m: f"meta mark set meta mark {_MARK_OP[m[1]]} {_hex32(m[2])}", text)
+               lambda m: f"meta mark set meta mark {_MARK_OP[m[1]]} {go_hex(int(m[2], 16))}", text)
     t = re.sub(r"(?<!meta )\bmark and (0x[0-9a-f]+) (==|!=) 0\b",
-               lambda m: f"meta mark & {_hex32(m[1])} {m[2]} 0x00000000", t)
+               lambda m: f"meta mark & {go_hex(int(m[1], 16))} {m[2]} 0x00000000", t)
     t = t.replace(" dnat ip addr . port to numgen ", " dnat ip to numgen ")
     t = re.sub(r"(ip [sd]addr (?:!= )?)\{ ([^}]*) \}", _anon_set, t)
     return t.replace(" , ", ", ")
