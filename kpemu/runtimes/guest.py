@@ -29,7 +29,7 @@ from kpemu.docker.engine import blocker
 from kpemu.errors import ApplyError, EnvironmentProblem, GuestHung, KpemuError
 from kpemu.hang import Watch
 from kpemu.jobs import exchange
-from kpemu.kernel import lab as host_lab
+from kpemu.kernel import lab as kernel_lab
 from kpemu.kernel import runowner
 from kpemu.kernel.netfilter import resolve_random_fully
 from kpemu.kernel.nfacct import with_nfacct
@@ -365,11 +365,11 @@ class GuestRuntime:
     def destroy(self, lab: str) -> str:
         """Remove the lab from the warm guest; when the guest has none of it, what this kernel has marked
         as the lab's (a lab whose state file is gone) is removed here instead."""
-        host_lab.require_root()
+        kernel_lab.require_root()
         res = lab_request("destroy", lab=lab)
         if res is not None and res.get("removed"):
             return f"in the guest: {res['summary']}"
-        return host_lab.destroy(lab).summary()
+        return kernel_lab.destroy(lab).summary()
 
     def exec(self, lab: str, member: str, argv: list[str]) -> Executed:
         """Run `argv` in a member of a lab in the warm guest; its output comes back with the exit code."""
