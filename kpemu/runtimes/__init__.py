@@ -153,7 +153,7 @@ def for_lab(lab: str) -> Runtime:
 
     if load_state(lab) is None and warm_status() is not None:
         return GuestRuntime()
-    return HostRuntime()
+    return HostRuntime(inside_guest=in_guest())
 
 
 def inspect(lab: str | None) -> dict[str, Any]:
@@ -166,7 +166,7 @@ def inspect(lab: str | None) -> dict[str, Any]:
     if lab and lab in {e["lab"] for e in guest_labs}:
         return {"labs": [e for e in guest_labs if e["lab"] == lab], "orphans": []}
     try:
-        data = HostRuntime().inspect(lab)
+        data = HostRuntime(inside_guest=in_guest()).inspect(lab)
     except KpemuError:
         if lab or not guest_labs:
             raise
