@@ -21,14 +21,14 @@ from kpemu.analyse.expect import fixed_ports
 from kpemu.analyse.pipeline import RunResult, analyse
 from kpemu.errors import EnvironmentProblem, InputError, KpemuError
 from kpemu.inputs.scenario import load_scenario
-from kpemu.jobs.build import collect_job, lab_plan, release_tuple
+from kpemu.jobs.build import collect_job, release_tuple
 from kpemu.jobs.schema import COLLECTED, Collected
 from kpemu.jobs.verify import check_saved_rules
 from kpemu.kernel.lab import require_root
+from kpemu.labplan import LabPlan, lab_plan
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.scenario import Scenario
 from kpemu.outlock import out_dir_lock
-from kpemu.plan.types import Plan
 from kpemu.report.write import write_reports
 from kpemu.runtimes.base import Gathered, Progress, Runtime, Work
 
@@ -144,8 +144,8 @@ def _run_batch(runtime: Runtime, reason: str, batch: list[tuple[Scenario, Path]]
                 held.enter_context(out_dir_lock(out))
             kernel = release_tuple(runtime.kernel_release())
             resolved = [replace(sc, topology=runtime.resolve(sc.topology)) for sc, _ in batch]
-            plans = [lab_plan(sc.topology, kernel) for sc in resolved]
-            jobs = [Work(sc.name, collect_job(sc, plan, kernel, opts.trace), out)
+            plans = [lab_plan(sc.topology, kernel, sc.spec.faults) for sc in resolved]
+            jobs = [Work(sc.name, collect_job(sc, plan, opts.trace), out)
                     for sc, plan, (_, out) in zip(resolved, plans, batch, strict=True)]
             gathered = runtime.collect(jobs, _work_dir(batch, opts), step, tell.notice)
             return [_outcome(runtime, reason, sc, plan, w, got, opts, step)
@@ -156,7 +156,7 @@ def _run_batch(runtime: Runtime, reason: str, batch: list[tuple[Scenario, Path]]
         return [Outcome(sc, out, runtime, reason, e) for sc, out in batch]
 
 
-def _outcome(runtime: Runtime, reason: str, sc: Scenario, plan: Plan, w: Work, got: Gathered | KpemuError,
+def _outcome(runtime: Runtime, reason: str, sc: Scenario, plan: LabPlan, w: Work, got: Gathered | KpemuError,
              opts: Options, progress: Progress) -> Outcome:
     """The analysed run of what the runtime gathered (a failed analysis stops the run unless the runtime
     batches or `opts.keep_going`)."""
@@ -172,7 +172,7 @@ def _outcome(runtime: Runtime, reason: str, sc: Scenario, plan: Plan, w: Work, g
     return Outcome(sc, w.out, runtime, reason, result)
 
 
-def _analysed(sc: Scenario, plan: Plan, out: Path, got: Gathered, runtime: str, reason: str,
+def _analysed(sc: Scenario, plan: LabPlan, out: Path, got: Gathered, runtime: str, reason: str,
               update_goldens: bool, progress: Progress) -> RunResult:
     """The pure half of a run from the files the runtime left in `out` (with the plan its job was made
     from): the read-back check, the analysis, and the reports."""

@@ -14,10 +14,10 @@ from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
 from kpemu.analyse.ledger import FlowLedger, PointInfo, attach_state, build_flow_ledger, hops_json
 from kpemu.capture.pcap import Pkt, read_pcap
 from kpemu.capture.points import capture_file_stem, point_name
+from kpemu.labplan import LabPlan
 from kpemu.model.scenario import Scenario
 from kpemu.plan.tracing import TraceData
 from kpemu.plan.types import Interface, Plan
-from kpemu.proxy.modes import proxy_state
 from kpemu.traffic.result import FlowResult
 
 
@@ -90,10 +90,10 @@ def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
     return out
 
 
-def analyse(sc: Scenario, plan: Plan, col: RunMaterial, out: Path, update_goldens: bool) -> Analysis:
+def analyse(sc: Scenario, plan: LabPlan, col: RunMaterial, out: Path, update_goldens: bool) -> Analysis:
     """Ledger, attribution, oracle, checks and goldens from the run's files in `out` (pure apart from
     reading them, and rewriting the goldens when `update_goldens`)."""
-    infos = point_infos(plan, col.points)
+    infos = point_infos(plan.fabric, col.points)
     files = {point_name(i): out / "pcaps" / f"{capture_file_stem(i)}.pcap" for i in col.points}
     packets = []
     for point, path in files.items():
@@ -110,14 +110,13 @@ def analyse(sc: Scenario, plan: Plan, col: RunMaterial, out: Path, update_golden
     explanations: dict[str, FlowExplanation] = {}
     altered = frozenset([f["member"] for f in col.faults if f.get("delete_rules")]
                         + [n for f in col.faults for n in f.get("rules_changed") or ()])
-    proxy = plan.proxy or proxy_state(sc.topology)
     for flow in sc.flows:
         res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
         fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,
                                res.connections, packets, infos)
         attach_state(fl, conntrack, ipvs)
         explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
-                                             texts, ipvs_services, altered, proxy)
+                                             plan.proxy, texts, ipvs_services, altered)
         ledgers.append(fl)
     by_name = {fl.name: fl for fl in ledgers}
     checks: list[Check] = []

@@ -12,16 +12,13 @@ from dataclasses import replace
 
 from kpemu.capture.points import capture_points
 from kpemu.cni import cni_of
-from kpemu.faults import plan_faults
 from kpemu.jobs.schema import JOB_VERSION, ContainerSpec, FlowSpec, Job, Readback, ServerSpec
 from kpemu.kernel.owner import alias, lab_owner
+from kpemu.labplan import LabPlan
 from kpemu.model.scenario import Scenario
-from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
-from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.tracing import flow_match
-from kpemu.plan.types import Plan
-from kpemu.proxy.modes import mode_of, proxy_state
+from kpemu.proxy.modes import mode_of
 from kpemu.proxy.proxymode import restore_step
 from kpemu.statedir import PREFIX
 
@@ -32,30 +29,23 @@ def release_tuple(release: str) -> tuple[int, int]:
     return major, minor
 
 
-def lab_plan(topo: Topology, kernel: tuple[int, int]) -> Plan:
-    """The lab's plan with kube-proxy's state of every node, generated once for `kernel` (its steps, the
-    read-back expectations, what the oracle walks, `kpemu rules` texts); the run reuses it throughout."""
-    return replace(plan_fabric(topo, cni_of(topo).plan), proxy=proxy_state(topo, kernel))
-
-
-def lab_steps(topo: Topology, plan: Plan, kernel: tuple[int, int]) -> tuple[list[Step], list[Readback]]:
-    """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations.
-    kube-proxy's part is the plan's (`lab_plan`), generated here for a plan made without it (or for another
-    kernel)."""
+def lab_steps(lp: LabPlan) -> tuple[list[Step], list[Readback]]:
+    """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations."""
+    topo, plan = lp.topology, lp.fabric
     steps = fabric_steps(plan, alias(lab_owner(topo.name)), tuple(sorted(topo.containers())))
     expected: list[Readback] = []
-    proxy = plan.proxy if plan.proxy is not None and plan.proxy.kernel == kernel else proxy_state(topo, kernel)
     for node in topo.nodes:
-        st = proxy.node(node.name)
+        st = lp.proxy.node(node.name)
         steps += st.steps
         expected += [Readback.from_json(r, f"{node.name}'s kube-proxy state") for r in st.readback]
     steps += [restore_step(f"{r.owner} rules in {r.ns}", r.ns, r.text, topo.kubeProxy.backend) for r in plan.rules]
     return steps, expected
 
 
-def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str = "") -> Job:
+def deploy_job(lp: LabPlan, source: str = "") -> Job:
     """A job that only builds the lab (`kpemu deploy`)."""
-    steps, expected = lab_steps(topo, plan, kernel)
+    topo, plan = lp.topology, lp.fabric
+    steps, expected = lab_steps(lp)
     mode = mode_of(topo)
     return Job(version=JOB_VERSION, kind="deploy", lab=topo.name, source=source, prefix=PREFIX,
                namespaces=plan.namespaces, steps=tuple(steps), readback=tuple(expected),
@@ -66,14 +56,15 @@ def deploy_job(topo: Topology, plan: Plan, kernel: tuple[int, int], source: str 
                nodes={n.name: plan.netns(n.name) for n in topo.nodes}, device_needs=cni_of(topo).device_needs)
 
 
-def collect_job(sc: Scenario, plan: Plan, kernel: tuple[int, int], trace: bool = True) -> Job:
-    """A job that deploys the scenario's lab, runs its flows with captures and traces, and removes it."""
-    topo = sc.topology
+def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True) -> Job:
+    """A job that deploys the scenario's lab (planned with its faults: `lab_plan(topo, kernel,
+    sc.spec.faults)`), runs its flows with captures and traces, and removes it."""
+    topo, plan = sc.topology, lp.fabric
     nat = [n.name for n in topo.nodes] + [e.name for e in topo.externals if e.role == "loadbalancer"]
     return replace(
-        deploy_job(topo, plan, kernel, str(sc.path)),
+        deploy_job(lp, str(sc.path)),
         kind="collect", trace=trace, settle=sc.spec.settle,
-        faults=tuple(s.to_json() for s in plan_faults(topo, sc.spec.faults)),
+        faults=tuple(s.to_json() for s in lp.faults),
         servers=tuple(ServerSpec(plan.netns(p.name), p.name, p.has_image,
                                  tuple(pp.port for pp in p.ports if pp.protocol == "TCP"),
                                  tuple(pp.port for pp in p.ports if pp.protocol == "UDP"))

@@ -1,14 +1,11 @@
-"""The desired kernel state of a lab, as plain frozen data. Produced by `plan_fabric` (with kube-proxy's
-state added by `kpemu.jobs.build.lab_plan`), applied by the lab's job, and read by capture and analysis
-to know where packets can be seen and what the oracle walks."""
+"""The desired kernel state of a lab's fabric, as plain frozen data. Produced by `plan_fabric` (and
+carried with kube-proxy's state and the faults in kpemu.labplan.LabPlan), applied by the lab's job, and
+read by capture and analysis to know where packets can be seen."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from kpemu.proxy.state import ProxyState
+from typing import Literal
 
 MemberKind = Literal["node", "pod", "external", "underlay"]
 # What an interface is in the lab; a CNI with a new kind of device adds its role here.
@@ -166,8 +163,6 @@ class Plan:
     fdb: tuple[Fdb, ...] = ()
     rules: tuple[Rules, ...] = ()
     interfaces: tuple[Interface, ...] = field(default=())
-    # kube-proxy's state per node, generated once for the run (kpemu.jobs.build.lab_plan adds it)
-    proxy: ProxyState | None = None
 
     def netns(self, member: str) -> str:
         """The namespace of a lab member (node, pod, external or 'underlay')."""

@@ -55,10 +55,10 @@ def node_state(topo: Topology, node: str) -> NodeProxyState:
     return mode_of(topo).build(topo, node, None)
 
 
-def node_texts(topo: Topology, node: str, state: NodeProxyState | None = None) -> dict[str, str]:
-    """Every `kpemu rules` format for `node` (from its `state`, generated here when not given); formats
-    of other modes say this mode has no such state."""
+def node_texts(topo: Topology, node: str, state: NodeProxyState) -> dict[str, str]:
+    """Every `kpemu rules` format for `node` from its `state`; formats of other modes say this mode has no
+    such state."""
     m = mode_of(topo)
-    texts = (state or node_state(topo, node)).texts
+    texts = state.texts
     none = f"# kube-proxy mode {m.name}: node {node} has no {{}} state\n"
     return {f: texts.get(f, none.format(f)) for f in ALL_FORMATS}

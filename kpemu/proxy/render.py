@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kpemu.errors import InputError
 from kpemu.model.topology import Topology
-from kpemu.proxy.modes import ALL_FORMATS, node_texts
+from kpemu.proxy.modes import ALL_FORMATS, node_state, node_texts
 
 FORMATS = (*ALL_FORMATS, "all")
 
@@ -27,7 +27,7 @@ def rules_texts(topo: Topology, node: str, fmt: str) -> dict[str, str]:
     """The texts of `fmt` (every format for "all") for `node`, from one generation of its state;
     InputError names --node / --format when they are wrong."""
     _check(topo, node, fmt)
-    texts = node_texts(topo, node)
+    texts = node_texts(topo, node, node_state(topo, node))
     return texts if fmt == "all" else {fmt: texts[fmt]}
 
 

@@ -3,7 +3,7 @@ that program the node, what the kernel must read back, and what the offline orac
 
 Each mode's `build(topo, node, kernel)` (kpemu.proxy.<mode>.mode) makes one `NodeProxyState`;
 kpemu.proxy.modes.proxy_state makes them for every node of a lab, and the plan carries the result
-(kpemu.plan.types.Plan.proxy) to the job that applies it and to the analysis that explains a run.
+(kpemu.labplan.LabPlan.proxy) to the job that applies it and to the analysis that explains a run.
 """
 
 from __future__ import annotations

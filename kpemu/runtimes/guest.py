@@ -336,10 +336,9 @@ class GuestRuntime:
         The rules the guest's kernel read back are checked here against kube-proxy's text; on a
         difference the lab is removed again and ApplyError names the first differing line.
         """
-        from kpemu.cni import cni_of
         from kpemu.jobs.build import deploy_job, release_tuple
         from kpemu.jobs.verify import check_saved_rules
-        from kpemu.plan.fabric import plan_fabric
+        from kpemu.labplan import lab_plan
 
         say(f"runtime: vm ({reason})")
 
@@ -350,7 +349,7 @@ class GuestRuntime:
             progress("no warm guest is up: starting one (it stays up for further commands; kpemu vm down stops it)")
             up(progress)
         topo = self.resolve(topo)
-        job = deploy_job(topo, plan_fabric(topo, cni_of(topo).plan), release_tuple(kernel_release()), source)
+        job = deploy_job(lab_plan(topo, release_tuple(kernel_release())), source)
         work, res = request("deploy", progress, job=job.to_json())
         if res["rc"] != 0:
             raise EnvironmentProblem(f"deploy in the guest failed: {res.get('error', '')}", f"see {work}")

@@ -98,20 +98,20 @@ class HostRuntime:
         return kernel_lab.inspect(lab)
 
 
-def deploy_lab(topo: Topology, source: str = "", plan: Plan | None = None) -> LabState:
+def deploy_lab(topo: Topology, source: str = "", fabric: Plan | None = None) -> LabState:
     """Build the lab on this kernel (kpemu.jobs.execute: fabric, kube-proxy's rules per node, CNI rules)
-    from `plan` (the topology's own when not given) and check what the kernel reads back against
-    kube-proxy's text; rolls back on any failure."""
-    from kpemu.cni import cni_of
+    from its lab plan (with `fabric` in place of its CNI's, to test a broken one) and check what the kernel
+    reads back against kube-proxy's text; rolls back on any failure."""
     from kpemu.jobs.build import deploy_job, release_tuple
     from kpemu.jobs.execute import deploy
     from kpemu.jobs.verify import readback_problems
     from kpemu.kernel.snapshot import rules_text
-    from kpemu.plan.fabric import plan_fabric
+    from kpemu.labplan import lab_plan
 
     kernel_lab.require_root()
     topo = HostRuntime().resolve(topo)
-    job = deploy_job(topo, plan or plan_fabric(topo, cni_of(topo).plan), release_tuple(os.uname().release), source)
+    lp = lab_plan(topo, release_tuple(os.uname().release))
+    job = deploy_job(lp if fabric is None else replace(lp, fabric=fabric), source)
     state = deploy(job)
     try:
         problems = readback_problems(job.readback, lambda node, kind: rules_text(

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from kpemu.cni import cni_of
 from kpemu.errors import EnvironmentProblem
 from kpemu.inputs.topology import load_topology
 from kpemu.jobs.build import deploy_job
 from kpemu.jobs.execute import run_step
+from kpemu.labplan import lab_plan
 from kpemu.plan.batch import batch_step
-from kpemu.plan.fabric import plan_fabric
 from tests.conftest import TOPOLOGIES, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
@@ -20,7 +19,7 @@ pytestmark = [needs_root, pytest.mark.root]
 
 def test_a_kernel_without_ipip_is_named_from_the_cni_registry(scratch: str) -> None:
     topo = load_topology(TOPOLOGIES / "calico-ipip.yaml")
-    job = deploy_job(topo, plan_fabric(topo, cni_of(topo).plan), (6, 1))
+    job = deploy_job(lab_plan(topo, (6, 1)))
     step = batch_step(f"links and addresses in {scratch}", scratch, ["link set tunl0 mtu 1480", "link set tunl0 up"])
     try:
         run_step(step, job)

@@ -85,7 +85,7 @@ def test_failed_deploy_rolls_back() -> None:
         plan, addresses=(*plan.addresses, Address("kp-itroll-node2", "nosuchdev", "10.9.9.9/32"))
     )
     with pytest.raises(ApplyError, match="nosuchdev"):
-        deploy_lab(topo, plan=broken)
+        deploy_lab(topo, fabric=broken)
     assert not nsmod.list_netns("kp-itroll-")
     assert load_state("itroll") is None
 

@@ -41,6 +41,7 @@ from kpemu.model import topology_from_data
 from kpemu.model.topology import Topology
 from kpemu.plan.tracing import FlowMatch
 from kpemu.proxy.iptables import iptables_rules, restore_text
+from kpemu.proxy.modes import node_state
 from kpemu.runtimes.host import deploy_lab
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.server import serve_pods
@@ -132,7 +133,7 @@ def test_pod_to_clusterip_is_attributed_and_walks_prerouting_forward_postrouting
     assert hooks_only(syn) == ["PREROUTING", "FORWARD", "POSTROUTING"]
     verdict = check_hook_claim("ClusterIP", hooks_only(syn))
     assert not verdict.right and "never reaches INPUT" in verdict.explanation
-    model = predict_for_topology(topo, "node1", Packet("10.244.0.3", "10.96.0.10", 80))
+    model = predict_for_topology(topo, "node1", Packet("10.244.0.3", "10.96.0.10", 80), node_state(topo, "node1"))
     assert compare_paths(model, kernel_kube_path(syn), kernel_dnat(syn)) == []
     # counters agree: the SEP's DNAT rule counted the connection on node1
     assert any(t == "nat" and r.startswith(f"-A {sep(ip)} ") and "DNAT" in r for t, r, _ in deltas["node1"])
@@ -153,7 +154,8 @@ def test_external_to_nodeport_names_nodeports_ext_mark_masq_sep_and_masquerade(e
     assert said["SNAT"] == ["MASQUERADE in KUBE-POSTROUTING (mark 0x4000)"]
     assert hooks_only(syn) == ["PREROUTING", "FORWARD", "POSTROUTING"]
     assert check_hook_claim("NodePort", hooks_only(syn)).right
-    model = predict_for_topology(topo, "node1", Packet("10.242.72.50", "192.168.1.100", 30080))
+    model = predict_for_topology(topo, "node1", Packet("10.242.72.50", "192.168.1.100", 30080),
+                                 node_state(topo, "node1"))
     assert compare_paths(model, kernel_kube_path(syn), kernel_dnat(syn)) == []
     if ip != "10.244.0.2":  # a backend on node2: node2 sees the masqueraded packet, no kube-proxy NAT
         remote = [p for p in syns["node2"] if (p.first.get("dst"), p.first.get("dport")) == (ip, 80)]
@@ -171,7 +173,8 @@ def test_a_rule_deleted_in_the_kernel_is_reported_as_model_vs_kernel(env) -> Non
         _conn, syns, _ = _traced(topo, state, "client", "10.242.72.50", "192.168.1.100", 30080, "alt")
         syn = next(p for p in syns["node1"] if p.first.get("dport") == 30080)
         assert "KUBE-MARK-MASQ" not in kube_chain_path(syn)
-        model = predict_for_topology(topo, "node1", Packet("10.242.72.50", "192.168.1.100", 30080))
+        model = predict_for_topology(topo, "node1", Packet("10.242.72.50", "192.168.1.100", 30080),
+                                     node_state(topo, "node1"))
         diffs = compare_paths(model, kernel_kube_path(syn), kernel_dnat(syn))
         assert len(diffs) == 1
         assert diffs[0].describe().startswith("model vs kernel on node1")

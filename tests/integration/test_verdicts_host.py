@@ -16,10 +16,9 @@ import pytest
 
 from kpemu import faults as fault_registry
 from kpemu.analyse.pipeline import analyse, hops_document
-from kpemu.cni import cni_of
 from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs import execute
-from kpemu.jobs.build import collect_job, lab_plan, release_tuple
+from kpemu.jobs.build import collect_job, release_tuple
 from kpemu.jobs.schema import Job
 from kpemu.kernel.drops import (
     BPFTRACE_WRAPPER,
@@ -31,7 +30,7 @@ from kpemu.kernel.drops import (
 )
 from kpemu.kernel.lab import destroy
 from kpemu.kernel.netns import list_netns, run_in
-from kpemu.plan.fabric import plan_fabric
+from kpemu.labplan import LabPlan, lab_plan
 from kpemu.runtimes.host import HostRuntime
 from kpemu.statedir import scratch_dir
 
@@ -43,7 +42,7 @@ DROP_RULE = ('-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "default/web
 FLOW = "to-node-without-endpoint"
 
 
-def _verdict(sc, job: Job, state, out: Path) -> dict:
+def _verdict(sc, lp: LabPlan, job: Job, state, out: Path) -> dict:
     """One pass of the flow's traffic in the deployed lab, analysed: the flow of hops.json."""
     execute.prepare_out(out)
     drops = start_drop_tracing(out / "drops-raw.txt")
@@ -53,7 +52,7 @@ def _verdict(sc, job: Job, state, out: Path) -> dict:
         execute._traffic(job, out, execute._quiet, gathered, drops)
     finally:
         drops.stop()
-    a = analyse(sc, plan_fabric(sc.topology, cni_of(sc.topology).plan), gathered.collected(job, 0.0), out, False)
+    a = analyse(sc, lp, gathered.collected(job, 0.0), out, False)
     return next(f for f in hops_document(sc, a, "host", "test", os.uname().release)["flows"] if f["name"] == FLOW)
 
 
@@ -64,15 +63,16 @@ def test_removing_the_dropping_rule_by_hand_changes_the_verdict(tmp_path: Path) 
     sc = sc.__class__(spec, HostRuntime().resolve(sc.topology), sc.path,
                       tuple(f for f in sc.flows if f.flow.name == FLOW))
     kernel = release_tuple(os.uname().release)
-    job = collect_job(sc, lab_plan(sc.topology, kernel), kernel)
+    lp = lab_plan(sc.topology, kernel, sc.spec.faults)
+    job = collect_job(sc, lp)
     state = execute.deploy(job)
     try:
-        first = _verdict(sc, job, state, tmp_path / "with-rule")
+        first = _verdict(sc, lp, job, state, tmp_path / "with-rule")
         ns = state.members["node2"]
         assert DROP_RULE in run_in(ns, ["iptables-nft-save", "-t", "filter"]).stdout
         res = run_in(ns, ["iptables-nft-restore", "--noflush"], input="*filter\n-D" + DROP_RULE[2:] + "\nCOMMIT\n")
         assert res.returncode == 0, res.stderr
-        second = _verdict(sc, job, state, tmp_path / "without-rule")
+        second = _verdict(sc, lp, job, state, tmp_path / "without-rule")
     finally:
         destroy(state.lab)
         shutil.rmtree(scratch_dir(state.lab), ignore_errors=True)  # _traffic's trace files (collect removes them)

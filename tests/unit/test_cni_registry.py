@@ -27,6 +27,7 @@ from kpemu.jobs.build import deploy_job
 from kpemu.jobs.execute import _failure
 from kpemu.k8s.convert import topology_data
 from kpemu.kernel.probe import requirements
+from kpemu.labplan import lab_plan
 from kpemu.model import topology_from_data
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
@@ -105,7 +106,7 @@ def test_every_consumer_asks_the_registry(toy: Topology, tmp_path: Path) -> None
     assert f">{TOY_BRIDGE}</text>" in topology_html(toy)
     assert open_options()[:4] == ["-d", "udp.port==8472,vxlan", "-d", "udp.port==4789,vxlan"]
     assert "match:physdev" in requirements(TOY, "iptables") and "vxlan" not in requirements(TOY, "iptables")
-    job = deploy_job(toy, plan_fabric(toy, cni_of(toy).plan), (6, 1))
+    job = deploy_job(lab_plan(toy, (6, 1)))
     with pytest.raises(EnvironmentProblem, match="no bridge module, which cni: toy-gw needs"):
         _failure(Step("run", "toy bridge", argv=("ip",), input=f"link add {TOY_BRIDGE} type bridge\n"),
                  "Unknown device type", job.device_needs)
@@ -129,7 +130,7 @@ def test_a_cni_without_a_tunnel_address_rejects_tunnel_ip(monkeypatch: pytest.Mo
 
 def test_the_calico_device_need_travels_with_the_job() -> None:
     topo = topology_from_data(yaml.safe_load((TOPOLOGIES / "calico-ipip.yaml").read_text()), "calico.yaml")
-    job = deploy_job(topo, plan_fabric(topo, cni_of(topo).plan), (6, 1))
+    job = deploy_job(lab_plan(topo, (6, 1)))
     step = Step("run", "tunl0", argv=("ip", "-batch", "-"), input="link set tunl0 mtu 1480\n")
     with pytest.raises(EnvironmentProblem, match=r"no IPIP tunnel \(module ipip\), which cni: calico-ipip needs"):
         _failure(step, 'Cannot find device "tunl0"', job.device_needs)

@@ -125,14 +125,11 @@ def test_container_command_is_filled_in(tmp_path: Path) -> None:
     flows = [{"name": "f", "from": "client", "to": {"pod": "web-0"}, "timeout": 2.5,
               "command": ["sh", "-c", "echo {marker} | nc -w {timeout} {dst} {port}"]},
              {"name": "g", "from": "client", "to": {"pod": "web-0"}, "http": "/x"}]
-    from kpemu.cni import cni_of
     from kpemu.jobs.build import collect_job
-    from kpemu.plan.fabric import plan_fabric
-
+    from kpemu.labplan import lab_plan
     sc = load_scenario(scenario(tmp_path, flows, [], {"image": IMAGE, "command": ["sleep", "60"]}))
     ip = sc.topology.pods[0].ip
-    plan = plan_fabric(sc.topology, cni_of(sc.topology).plan)
-    job_flows = [f.to_json() for f in collect_job(sc, plan, (6, 1)).flows]  # as executed
+    job_flows = [f.to_json() for f in collect_job(sc, lab_plan(sc.topology, (6, 1))).flows]  # as executed
     assert job_flows[0]["container"] is True
     assert command_for(job_flows[0], 2) == ["sh", "-c", f"echo kpemu:f:002 | nc -w 2 {ip} 80"]
     assert command_for(job_flows[1], 0) == ["timeout", "2", "wget", "-S", "-q", "-O", "-", f"http://{ip}:80/x"]

@@ -23,7 +23,8 @@ from kpemu.analyse.oracle import predict_for_topology
 from kpemu.analyse.oracle.types import Packet
 from kpemu.capture.pcap import Outer, Pkt
 from kpemu.inputs.scenario import load_scenario
-from kpemu.jobs.build import lab_plan, release_tuple
+from kpemu.jobs.build import release_tuple
+from kpemu.labplan import lab_plan
 from kpemu.plan.tracing import TraceData
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,8 +46,7 @@ def _explain(name: str, stem: str) -> FlowExplanation:
     attach_state(fl, {}, {n: parse_ipvs_connections(t) for n, t in REC["ipvs_connections"].items()})
     texts = {n: (DATA / f"{stem}_{n}.txt").read_text() if (DATA / f"{stem}_{n}.txt").is_file() else ""
              for n in ("node1", "node2")}
-    return explain_flow(SC.topology, flow, fl, TraceData(texts=texts), ipvs_services=REC["ipvs_services"],
-                        proxy=PROXY)
+    return explain_flow(SC.topology, flow, fl, TraceData(texts=texts), PROXY, ipvs_services=REC["ipvs_services"])
 
 
 def test_ipvs_send_of_the_nodeport_packet_is_joined_to_it_and_the_model_agrees() -> None:

@@ -13,8 +13,9 @@ import pytest
 from kpemu.errors import EnvironmentProblem, InputError
 from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs import agent, exchange, execute
-from kpemu.jobs.build import collect_job, lab_plan
+from kpemu.jobs.build import collect_job
 from kpemu.jobs.schema import JOB_VERSION, Collected, Job, Readback
+from kpemu.labplan import lab_plan
 from kpemu.plan.tracing import CounterSnapshot, TraceData
 from tests.conftest import ROOT
 
@@ -41,7 +42,7 @@ COLLECTED_JSON: dict[str, Any] = {
 
 def _job() -> Job:
     sc = load_scenario(SCENARIO)
-    return collect_job(sc, lab_plan(sc.topology, (6, 1)), (6, 1))
+    return collect_job(sc, lab_plan(sc.topology, (6, 1), sc.spec.faults))
 
 
 def test_a_job_survives_json_unchanged() -> None:

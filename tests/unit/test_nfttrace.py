@@ -13,6 +13,7 @@ from kpemu.inputs.scenario import load_scenario
 from kpemu.inputs.topology import load_topology
 from kpemu.kernel.nfttrace import trace_table_text
 from kpemu.plan.tracing import FlowMatch
+from kpemu.proxy.modes import node_state
 from kpemu.proxy.nftables import nftables_transaction
 
 ROOT = Path(__file__).parent.parent.parent
@@ -51,7 +52,8 @@ def test_parse_and_compare_with_the_oracle() -> None:
     path = kube_path(hops)
     assert path[2] == ("kube-proxy", "services", f"goto external-{API}")
     topo = load_topology(DATA / "worked-1.33.yaml")
-    (only,) = predict_for_topology(topo, "node-a", Packet("203.0.113.2", "192.168.0.2", 30080)).outcomes
+    (only,) = predict_for_topology(topo, "node-a", Packet("203.0.113.2", "192.168.0.2", 30080),
+                                   node_state(topo, "node-a")).outcomes
     assert only.kube_path() == path
 
 
@@ -146,6 +148,7 @@ def test_1_36_dnat_map_is_attributed_to_the_arm_the_packet_took() -> None:
         "SNAT": ["masquerade by masquerading"],
         "MARK": [f"masquerade mark by external-{WEB}"],
     }
-    pred = predict_for_topology(topo, "node1", Packet("10.242.72.50", "192.168.1.100", 30080))
+    pred = predict_for_topology(topo, "node1", Packet("10.242.72.50", "192.168.1.100", 30080),
+                                node_state(topo, "node1"))
     assert {o.dnat for o in pred.outcomes} == {"10.244.0.2:80", "10.244.1.5:80"}
     assert all(o.kube_path() == kube_path(hops) for o in pred.outcomes)

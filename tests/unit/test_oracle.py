@@ -18,6 +18,7 @@ from kpemu.analyse.oracle.iptables import predict
 from kpemu.analyse.oracle.types import Packet
 from kpemu.model import topology_from_data
 from kpemu.proxy.iptables import iptables_rules
+from kpemu.proxy.modes import node_state
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,7 @@ def nat_chain_walk(outcome) -> list[str]:
 
 
 def test_clusterip_from_pod_reaches_every_endpoint_through_its_sep_chain() -> None:
-    pred = predict_for_topology(topo(), "node1", Packet("10.244.0.3", "10.96.0.10", 80))
+    pred = predict_for_topology(topo(), "node1", Packet("10.244.0.3", "10.96.0.10", 80), node_state(topo(), "node1"))
     assert pred.endpoints == pytest.approx({ep: 1 / 3 for ep in SEP})
     assert pred.endpoint_chains == pytest.approx({f"KUBE-SEP-{v}": 1 / 3 for v in SEP.values()})
     for ep, sep in SEP.items():
@@ -69,7 +70,8 @@ def test_clusterip_from_pod_reaches_every_endpoint_through_its_sep_chain() -> No
 
 
 def test_clusterip_from_outside_the_cluster_cidr_is_marked_and_masqueraded() -> None:
-    pred = predict_for_topology(topo(), "node1", Packet("192.168.1.100", "10.96.0.10", 80, origin="local"))
+    pred = predict_for_topology(topo(), "node1", Packet("192.168.1.100", "10.96.0.10", 80, origin="local"),
+                                node_state(topo(), "node1"))
     assert pred.marked is True and pred.masquerade is True
     o = pred.outcomes[0]
     svc_rules = [s.rule for s in o.steps if s.chain == f"KUBE-SVC-{SVC}"]
@@ -79,7 +81,8 @@ def test_clusterip_from_outside_the_cluster_cidr_is_marked_and_masqueraded() -> 
 
 
 def test_nodeport_external_goes_nodeports_ext_mark_masq_svc_sep_and_masquerade() -> None:
-    pred = predict_for_topology(topo(), "node1", Packet("10.242.72.50", "192.168.1.100", 30080))
+    pred = predict_for_topology(topo(), "node1", Packet("10.242.72.50", "192.168.1.100", 30080),
+                                node_state(topo(), "node1"))
     assert set(pred.endpoints) == set(SEP)
     for o in pred.outcomes:
         walk = nat_chain_walk(o)
@@ -96,7 +99,8 @@ def test_nodeport_external_goes_nodeports_ext_mark_masq_svc_sep_and_masquerade()
 
 
 def test_nodeport_to_an_address_that_is_not_the_nodes_does_not_match() -> None:
-    pred = predict_for_topology(topo(), "node1", Packet("10.242.72.50", "192.168.1.101", 30080))
+    pred = predict_for_topology(topo(), "node1", Packet("10.242.72.50", "192.168.1.101", 30080),
+                                node_state(topo(), "node1"))
     assert pred.endpoints == {}
     assert all("KUBE-NODEPORTS" not in chains_of(o) for o in pred.outcomes)
 
@@ -110,7 +114,7 @@ def _etp_local() -> dict:
 
 def test_etp_local_drops_on_a_node_without_local_endpoints() -> None:
     t = topology_from_data(_etp_local(), "etp.yaml")
-    pred = predict_for_topology(t, "node1", Packet("10.242.72.50", "192.168.1.100", 30080))
+    pred = predict_for_topology(t, "node1", Packet("10.242.72.50", "192.168.1.100", 30080), node_state(t, "node1"))
     assert pred.verdicts == {"DROP"}
     o = pred.outcomes[0]
     last = o.steps[-1]
@@ -121,7 +125,7 @@ def test_etp_local_drops_on_a_node_without_local_endpoints() -> None:
 
 def test_etp_local_keeps_the_client_address_on_a_node_with_local_endpoints() -> None:
     t = topology_from_data(_etp_local(), "etp.yaml")
-    pred = predict_for_topology(t, "node2", Packet("10.242.72.50", "192.168.1.101", 30080))
+    pred = predict_for_topology(t, "node2", Packet("10.242.72.50", "192.168.1.101", 30080), node_state(t, "node2"))
     assert set(pred.endpoints) == {"10.244.1.5:80", "10.244.1.6:80"}
     assert pred.marked is False and pred.masquerade is False
     o = pred.outcomes[0]
@@ -133,12 +137,12 @@ def test_no_endpoints_rejects_in_filter_kube_services() -> None:
     del data["services"][0]["selector"]
     data["services"][0]["endpoints"] = []
     t = topology_from_data(data, "noeps.yaml")
-    pred = predict_for_topology(t, "node1", Packet("10.244.0.3", "10.96.0.10", 80))
+    pred = predict_for_topology(t, "node1", Packet("10.244.0.3", "10.96.0.10", 80), node_state(t, "node1"))
     assert pred.verdicts == {"REJECT"}
     last = pred.outcomes[0].steps[-1]
     assert (last.table, last.chain) == ("filter", "KUBE-SERVICES")
     assert last.rule.parsed.comment == "default/web:http has no endpoints"
-    np = predict_for_topology(t, "node1", Packet("10.242.72.50", "192.168.1.100", 30080))
+    np = predict_for_topology(t, "node1", Packet("10.242.72.50", "192.168.1.100", 30080), node_state(t, "node1"))
     assert np.verdicts == {"REJECT"}
     assert np.outcomes[0].steps[-1].chain == "KUBE-EXTERNAL-SERVICES"
 
@@ -147,7 +151,7 @@ def test_session_affinity_first_connection_skips_rcheck_and_sets_recent() -> Non
     data = copy.deepcopy(FLANNEL)
     data["services"][0]["sessionAffinity"] = "ClientIP"
     t = topology_from_data(data, "aff.yaml")
-    pred = predict_for_topology(t, "node1", Packet("10.244.0.3", "10.96.0.10", 80))
+    pred = predict_for_topology(t, "node1", Packet("10.244.0.3", "10.96.0.10", 80), node_state(t, "node1"))
     assert pred.endpoints == pytest.approx({ep: 1 / 3 for ep in SEP})
     for o in pred.outcomes:
         svc_steps = [s.rule for s in o.steps if s.chain == f"KUBE-SVC-{SVC}"]
@@ -160,15 +164,15 @@ def test_masquerade_all_marks_pod_traffic_too() -> None:
     data = copy.deepcopy(FLANNEL)
     data["kubeProxy"]["masqueradeAll"] = True
     t = topology_from_data(data, "masqall.yaml")
-    pred = predict_for_topology(t, "node1", Packet("10.244.0.3", "10.96.0.10", 80))
+    pred = predict_for_topology(t, "node1", Packet("10.244.0.3", "10.96.0.10", 80), node_state(t, "node1"))
     assert pred.marked is True and pred.masquerade is True
-    without = predict_for_topology(topo(), "node1", Packet("10.244.0.3", "10.96.0.10", 80))
+    without = predict_for_topology(topo(), "node1", Packet("10.244.0.3", "10.96.0.10", 80), node_state(topo(), "node1"))
     assert without.masquerade is False
 
 
 def test_legacy_seed001_nodeport_masq_in_nodeports_and_the_notes_chains() -> None:
     t = topo("seed-001")
-    pred = predict_for_topology(t, "minikube", Packet("10.242.72.50", "192.168.49.2", 30180))
+    pred = predict_for_topology(t, "minikube", Packet("10.242.72.50", "192.168.49.2", 30180), node_state(t, "minikube"))
     # seed 001 / reference 9.4: KUBE-SVC-4N57TFCL4MD7ZTDA, SEPs UZXILYFQQ2IZUWN5 (.4) and 43IWXJI557JKCKCF (.5)
     assert pred.endpoint_chains == pytest.approx({"KUBE-SEP-UZXILYFQQ2IZUWN5": 0.5, "KUBE-SEP-43IWXJI557JKCKCF": 0.5})
     assert pred.endpoints == pytest.approx({"172.17.0.4:80": 0.5, "172.17.0.5:80": 0.5})
@@ -185,11 +189,11 @@ def test_legacy_xlb_local_endpoint_and_mark_drop_without() -> None:
     data["kubeProxy"]["version"] = "1.18"
     t = topology_from_data(data, "xlb.yaml")
     s = h("default/web:http" + "tcp")
-    local = predict_for_topology(t, "node2", Packet("10.242.72.50", "192.168.1.101", 30080))
+    local = predict_for_topology(t, "node2", Packet("10.242.72.50", "192.168.1.101", 30080), node_state(t, "node2"))
     assert set(local.endpoints) == {"10.244.1.5:80", "10.244.1.6:80"}
     assert all(f"KUBE-XLB-{s}" in nat_chain_walk(o) for o in local.outcomes)
     assert local.masquerade is False
-    none = predict_for_topology(t, "node1", Packet("10.242.72.50", "192.168.1.100", 30080))
+    none = predict_for_topology(t, "node1", Packet("10.242.72.50", "192.168.1.100", 30080), node_state(t, "node1"))
     assert none.verdicts == {"DROP"}
     o = none.outcomes[0]
     assert "KUBE-MARK-DROP" in nat_chain_walk(o)  # 9.2: "has no local endpoints" -j KUBE-MARK-DROP
@@ -199,7 +203,7 @@ def test_legacy_xlb_local_endpoint_and_mark_drop_without() -> None:
 
 def test_ipvs_nodeport_seed000_marks_masq_and_ipvs_picks_the_real_server() -> None:
     t = topo("calico-ipip")
-    pred = predict_for_topology(t, "node1", Packet("10.242.72.50", "10.246.198.17", 30080))
+    pred = predict_for_topology(t, "node1", Packet("10.242.72.50", "10.246.198.17", 30080), node_state(t, "node1"))
     assert pred.endpoints == {"192.168.97.10:80": 1.0}
     o = pred.outcomes[0]
     assert o.ipvs == "IPVS rr TCP 10.246.198.17:30080 -> 192.168.97.10:80"
@@ -213,7 +217,7 @@ def test_ipvs_nodeport_seed000_marks_masq_and_ipvs_picks_the_real_server() -> No
 
 def test_ipvs_clusterip_from_pod_is_accepted_not_marked() -> None:
     t = topo("calico-ipip")
-    pred = predict_for_topology(t, "node1", Packet("192.168.97.5", "192.168.96.165", 80))
+    pred = predict_for_topology(t, "node1", Packet("192.168.97.5", "192.168.96.165", 80), node_state(t, "node1"))
     o = pred.outcomes[0]
     assert o.dnat == "192.168.97.10:80" and not o.marked_masq
     kube = [s.rule for s in o.steps if s.chain == "KUBE-SERVICES" and s.table == "nat"]
@@ -223,7 +227,7 @@ def test_ipvs_clusterip_from_pod_is_accepted_not_marked() -> None:
 
 def test_an_altered_rule_set_is_reported_as_model_vs_kernel() -> None:
     t = topo()
-    model = predict_for_topology(t, "node1", Packet("10.242.72.50", "192.168.1.100", 30080))
+    model = predict_for_topology(t, "node1", Packet("10.242.72.50", "192.168.1.100", 30080), node_state(t, "node1"))
     # the "kernel": the same rules with the KUBE-EXT masquerade rule deleted
     rs = iptables_rules(t, "node1")
     ext = rs.tables["nat"].chains[f"KUBE-EXT-{SVC}"]
@@ -241,7 +245,7 @@ def test_an_altered_rule_set_is_reported_as_model_vs_kernel() -> None:
 
 
 def test_a_dnat_target_the_model_does_not_know_is_a_disagreement() -> None:
-    model = predict_for_topology(topo(), "node1", Packet("10.244.0.3", "10.96.0.10", 80))
+    model = predict_for_topology(topo(), "node1", Packet("10.244.0.3", "10.96.0.10", 80), node_state(topo(), "node1"))
     diffs = compare_paths(model, [], "10.244.9.9:80")
     assert diffs and diffs[0].what == "DNAT target" and diffs[0].kernel == "10.244.9.9:80"
 

@@ -24,6 +24,7 @@ from kpemu.analyse.oracle.types import Packet, Prediction
 from kpemu.inputs.topology import load_topology
 from kpemu.model.topology import Topology
 from kpemu.proxy.iptables import iptables_rules
+from kpemu.proxy.modes import node_state
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 UPSTREAM_NODE_IP, UPSTREAM_EXTERNAL_CLIENT = "192.168.0.2", "203.0.113.2"  # testNodeIP, testExternalClient
@@ -108,7 +109,7 @@ def _predict(flow: Flow) -> Prediction:
     topo = _topology(flow)
     if flow.topology == "upstream":  # upstream's tracer: localIPs = 127.0.0.1 + the node IPs
         return predict(iptables_rules(topo, "test-node"), pkt, {"127.0.0.1", UPSTREAM_NODE_IP}, "test-node")
-    return predict_for_topology(topo, flow.node, pkt)
+    return predict_for_topology(topo, flow.node, pkt, node_state(topo, flow.node))
 
 
 def output(pred: Prediction) -> str:

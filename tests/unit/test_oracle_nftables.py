@@ -14,6 +14,7 @@ from kpemu.analyse.oracle import predict_for_topology
 from kpemu.analyse.oracle.nft import predict_nft
 from kpemu.analyse.oracle.types import Packet
 from kpemu.inputs.topology import load_topology
+from kpemu.proxy.modes import node_state
 from kpemu.proxy.nftables import nftables_transaction
 
 DATA = Path(__file__).parent.parent / "data" / "nftables"
@@ -86,7 +87,7 @@ def test_packet_flow(name: str, fixture: str, node: str, src: str, dst: str, por
 
 def test_steps_name_the_rule_and_the_verdict_map_element() -> None:
     topo = load_topology(DATA / "worked-1.33.yaml")
-    pred = predict_for_topology(topo, "node-a", Packet("203.0.113.2", "192.168.0.2", 30080))
+    pred = predict_for_topology(topo, "node-a", Packet("203.0.113.2", "192.168.0.2", 30080), node_state(topo, "node-a"))
     (only,) = pred.outcomes
     assert [(s.chain, s.target) for s in only.steps] == [
         ("filter-prerouting", "jump firewall-check"),

@@ -14,11 +14,12 @@ from kpemu.analyse.oracle import predict_for_topology
 from kpemu.analyse.oracle.types import Packet
 from kpemu.analyse.pipeline import analyse
 from kpemu.inputs.scenario import load_scenario
-from kpemu.jobs.build import collect_job, lab_plan, release_tuple
+from kpemu.jobs.build import collect_job, release_tuple
 from kpemu.jobs.schema import Collected
+from kpemu.labplan import lab_plan
 from kpemu.proxy.iptables import mode as iptables_mode
 from kpemu.proxy.ipvs import mode as ipvs_mode
-from kpemu.proxy.modes import node_texts
+from kpemu.proxy.modes import node_state, node_texts
 from kpemu.proxy.nftables import mode as nftables_mode
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -54,8 +55,8 @@ def test_a_run_generates_each_node_s_proxy_state_once(file: str, counted: Callab
     calls = counted(topo.kubeProxy.mode)
     kernel = release_tuple(os.uname().release)
     plan = lab_plan(topo, kernel)
-    assert plan.proxy is not None and sorted(plan.proxy.nodes) == sorted(nodes)
-    job = collect_job(sc, plan, kernel)
+    assert sorted(plan.proxy.nodes) == sorted(nodes)
+    job = collect_job(sc, plan)
     node_port = next(p.nodePort for s in topo.services for p in s.ports if p.nodePort)
     for n in topo.nodes:
         state = plan.proxy.node(n.name)
@@ -69,5 +70,5 @@ def test_a_run_generates_each_node_s_proxy_state_once(file: str, counted: Callab
     first = job.steps.index(steps[0])
     assert list(job.steps[first:first + len(steps)]) == steps  # the job applies the plan's steps
     assert [r.to_json() for r in job.readback] == [r for n in nodes for r in plan.proxy.node(n).readback]
-    predict_for_topology(topo, nodes[0], Packet("203.0.113.9", topo.nodes[0].ip, node_port))
+    predict_for_topology(topo, nodes[0], Packet("203.0.113.9", topo.nodes[0].ip, node_port), node_state(topo, nodes[0]))
     assert len(calls) == len(nodes) + 1  # without the run's state the oracle generates again: the count is live

@@ -16,7 +16,7 @@ from kpemu.analyse.ledger import FlowLedger
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
 from kpemu.plan.tracing import TraceData
-from kpemu.proxy.modes import mode_of, proxy_state
+from kpemu.proxy.modes import mode_of
 from kpemu.proxy.state import ProxyState
 
 # (topology, flow, its ledger, the trace, the run's kube-proxy state, captures, ipvs_services, altered)
@@ -27,18 +27,18 @@ Explainer = Callable[[Topology, ResolvedFlow, FlowLedger, TraceData, ProxyState,
 EXPLAINERS: dict[str, Explainer] = {"iptables-trace": explain_iptables_flow, "nft-monitor": explain_nft_flow}
 
 
-def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData,
+def explain_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: TraceData, proxy: ProxyState,
                  captures: Mapping[str, str] | None = None,
                  ipvs_services: Mapping[str, str] | None = None,
-                 altered: frozenset[str] = frozenset(), proxy: ProxyState | None = None) -> FlowExplanation:
+                 altered: frozenset[str] = frozenset()) -> FlowExplanation:
     """Explain one flow with its mode's explainer (fills `fl`'s `changed_by[].by` in place).
 
     `captures`: each capture point's text; `ipvs_services`: each node's `ipvsadm -Sn` text;
     `altered`: nodes whose kube-proxy rules a fault changed (the model oracle knows only the generated rules);
-    `proxy`: the run's generated kube-proxy state (the plan's), which the oracle walks (generated here if None).
+    `proxy`: the run's generated kube-proxy state (its lab plan's), which the oracle walks.
     """
     explainer = EXPLAINERS[mode_of(topo).trace]
-    return explainer(topo, flow, fl, data, proxy or proxy_state(topo), captures or {}, ipvs_services or {}, altered)
+    return explainer(topo, flow, fl, data, proxy, captures or {}, ipvs_services or {}, altered)
 
 
 def with_verdicts(flow: dict, ex: FlowExplanation) -> dict:

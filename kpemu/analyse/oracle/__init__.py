@@ -15,7 +15,7 @@ from kpemu.analyse.oracle.nft import predict_nft
 from kpemu.analyse.oracle.types import Packet, Prediction
 from kpemu.cni import node_addresses
 from kpemu.model.topology import Topology
-from kpemu.proxy.modes import mode_of, node_state
+from kpemu.proxy.modes import mode_of
 from kpemu.proxy.state import NodeProxyState, Walk
 
 # (what the node's state gives to walk, the packet, the node's own addresses, the node, the masquerade mark)
@@ -39,9 +39,9 @@ def node_local_addresses(topo: Topology, node: str) -> set[str]:
     return {"127.0.0.1", *node_addresses(topo, node)}
 
 
-def predict_for_topology(topo: Topology, node: str, pkt: Packet, state: NodeProxyState | None = None) -> Prediction:
-    """All outcomes of `pkt` on `node` as kpemu generates it: its kube-proxy `state` (the run's,
-    generated here when not given) walked by its mode's walker."""
-    walk = (state or node_state(topo, node)).walk
+def predict_for_topology(topo: Topology, node: str, pkt: Packet, state: NodeProxyState) -> Prediction:
+    """All outcomes of `pkt` on `node` as kpemu generates it: the node's kube-proxy `state` (a run's lab
+    plan's, or `node_state` outside a run) walked by its mode's walker."""
+    walk = state.walk
     local = node_local_addresses(topo, node) | walk.local
     return WALKERS[mode_of(topo).walks](walk, pkt, local, node, 1 << topo.kubeProxy.masqueradeBit)
