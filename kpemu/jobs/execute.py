@@ -384,11 +384,13 @@ def collect(job: Job, out: Path, progress: Progress = _quiet) -> float:
                     drops.watch(state.members)
                 _traffic(job, out, progress, gathered, drops)
             finally:
+                if drops is not None:  # before the destroy removes the lab's scratch folder, where it writes
+                    drops.stop()
                 with _signals_blocked(), timed(gathered.timings, "destroy the lab"):
                     restore_kernel_wide()
                     destroy(state.lab)
         finally:
-            if drops is not None:
+            if drops is not None:  # deploy failed (a second stop returns what the first kept)
                 drops.stop()
             shutil.rmtree(scratch_dir(job.lab), ignore_errors=True)  # trace and drop files: read, now gone
             state_path(job.lab).unlink(missing_ok=True)  # the claim, when deploy never started
