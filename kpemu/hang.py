@@ -1,7 +1,9 @@
 """Whether a guest has hung, judged on evidence that it stopped, not on this host's clock alone.
 
-A guest shows it lives by its agent's heartbeat (touched every second), its console and its
-progress logs; any change in any of them is a sign of life. Silence alone proves nothing: when
+A guest shows it lives by its agent's heartbeat (touched every second), its progress logs, and
+console lines of its own; any change in any of them is a sign of life. The kernel's own console
+messages (`[ 132.829600] rcu: INFO: rcu_preempt self-detected stall on CPU` and the stack dumps
+after it) are not: a wedged guest kernel prints them for as long as it is wedged. Silence alone proves nothing: when
 this whole host stalls (a paused or descheduled VM, a laptop's suspend) the poll that looks at the
 guest does not run either, and when the guest is starved of CPU it cannot beat. So a silent
 interval counts toward the limit only
@@ -19,6 +21,7 @@ interval counts toward the limit only
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +136,33 @@ def qemu_sharing(root: Path) -> int | None:
     return None
 
 
+# a line the kernel printed: `[    0.512875] ...`, `[  788.529543]  </TASK>`
+_KERNEL_LINE = re.compile(rb"^\[ *\d+\.\d+\]")
+CONSOLE_READ = 1 << 20  # bytes of new console text read at most per poll
+
+
+@dataclass
+class ConsoleLife:
+    """The console lines a guest printed that are not the kernel's own messages, counted as they come."""
+
+    pos: int = 0
+    count: int = 0
+    partial: bytes = b""
+
+    def lines(self, path: Path) -> int:
+        """The count so far, after reading what `path` gained since the last call (-1: unreadable)."""
+        try:
+            with path.open("rb") as f:
+                f.seek(self.pos)
+                new = f.read(CONSOLE_READ)
+        except OSError:
+            return -1
+        self.pos += len(new)
+        *done, self.partial = (self.partial + new).split(b"\n")
+        self.count += sum(1 for ln in done if ln.strip() and not _KERNEL_LINE.match(ln))
+        return self.count
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -147,6 +177,7 @@ class Watch:
     root: Path
     tally: Tally = field(default_factory=Tally)
     pid: int | None = None
+    console: ConsoleLife = field(default_factory=ConsoleLife)
 
     def sample(self) -> Sample:
         """The guest's signs of life and its QEMU, now."""
@@ -157,7 +188,7 @@ class Watch:
         signs = None
         if beat is not None:
             logs = sorted((self.root / exchange.WORK).glob("*/log"))
-            signs = (beat, _size(self.root / "guest-console.log"), _size(self.root / "guest-output.log"),
+            signs = (beat, self.console.lines(self.root / "guest-console.log"), _size(self.root / "guest-output.log"),
                      *(_size(p) for p in logs))
         qemu = read_qemu(self.pid) if self.pid is not None else None
         if qemu is None:

@@ -103,3 +103,29 @@ def test_watch_counts_the_heartbeat_console_and_progress_logs(tmp_path: Path,
         watch()
         time.sleep(0.1)
     assert watch() == "its agent gave no sign of life for 1s in which it could run"
+
+
+def test_the_kernel_reporting_its_own_stall_on_the_console_is_no_sign_of_life(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wedged guest kernel prints RCU stall reports for as long as it is wedged: those console lines
+    are the kernel's, not the agent's; a console line of the guest's own still counts."""
+    monkeypatch.setenv("KPEMU_HEARTBEAT_LIMIT", "0.3")
+    monkeypatch.delenv("KPEMU_SLOWDOWN", raising=False)
+    watch = Watch(tmp_path)
+    (tmp_path / exchange.HEARTBEAT).touch()
+    console = tmp_path / "guest-console.log"
+    stall = (b"[  132.829600] rcu: INFO: rcu_preempt self-detected stall on CPU\n"
+             b"[  788.529543] R13: 0000000000000002 R14: 0000000000000000 R15: 0000559ddbbfeab0\n")
+    verdicts = []
+    for _ in range(12):
+        with console.open("ab") as f:
+            f.write(stall)
+        verdicts.append(watch())
+        time.sleep(0.1)
+    assert verdicts[-1] == "its agent gave no sign of life for 1s in which it could run"
+    alive = Watch(tmp_path)
+    for i in range(12):
+        with console.open("ab") as f:
+            f.write(f"agent: step {i}\n".encode())
+        assert alive() is None
+        time.sleep(0.1)
