@@ -140,8 +140,9 @@ def _http_checks(exp: Expectation, fl: FlowLedger) -> list[Check]:
     return checks
 
 
-def check_goldens(flow: str, golden_dir: Path, texts: dict[str, str], ports: set[int]) -> list[Check]:
-    """Compare each capture point's normalised text (keyed `member_iface`) with golden_dir/<key>.txt."""
+def check_goldens(flow: str, golden_dir: Path, texts: dict[str, str], ports: set[int], update: str) -> list[Check]:
+    """Compare each capture point's normalised text (keyed `member_iface`) with golden_dir/<key>.txt; a
+    failure names the file and `update`, the command that rewrites the goldens."""
     checks = []
     existing = {p.stem for p in golden_dir.glob("*.txt")} if golden_dir.is_dir() else set()
     for key in sorted(set(texts) | existing):
@@ -149,10 +150,12 @@ def check_goldens(flow: str, golden_dir: Path, texts: dict[str, str], ports: set
         gfile = golden_dir / f"{key}.txt"
         if not gfile.exists():
             checks.append(Check(flow, f"golden {key}", False, f"a golden file {gfile}",
-                                "none (run kpemu run --update-goldens)"))
+                                f"none (if this capture point is new, write it with: {update})"))
             continue
         expected = [line for line in gfile.read_text().splitlines() if line.strip()]
-        diff = golden_diff(key, expected, seen)
+        diff = golden_diff(str(gfile), expected, seen)
+        if diff:
+            diff += f"\n(if the change is meant: {update}, then review git diff {golden_dir})"
         checks.append(Check(flow, f"golden {key}", not diff, f"{len(expected)} lines", f"{len(seen)} lines", diff))
     return checks
 

@@ -60,8 +60,9 @@ def normalise_capture(text: str, fixed_ports: set[int]) -> list[str]:
     return sorted(line for line in lines if not _PURE_ACK.search(line))
 
 
-def golden_diff(name: str, expected: list[str], seen: list[str]) -> str:
-    """A unified diff of golden (expected) and normalised capture (seen) lines; "" when equal."""
+def golden_diff(golden_file: str, expected: list[str], seen: list[str]) -> str:
+    """A unified diff of the golden file's lines (expected) and this run's normalised capture (seen); ""
+    when equal."""
     if expected == seen:
         return ""
-    return "\n".join(difflib.unified_diff(expected, seen, f"golden/{name}", f"seen/{name}", lineterm="", n=1))
+    return "\n".join(difflib.unified_diff(expected, seen, golden_file, "this run", lineterm="", n=1))

@@ -129,7 +129,7 @@ def analyse(sc: Scenario, plan: LabPlan, col: RunMaterial, out: Path, update_gol
         if gdir is not None:
             if update_goldens:
                 written += write_goldens(gdir, texts, ports)
-            checks += check_goldens(exp.flow, gdir, texts, ports)
+            checks += check_goldens(exp.flow, gdir, texts, ports, f"sudo kpemu run {sc.path} --update-goldens")
     for fl in ledgers:
         res = col.results.get(fl.name)
         if res is not None and not res.connections:

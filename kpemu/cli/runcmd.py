@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,12 +19,14 @@ if TYPE_CHECKING:
 
     from kpemu.model.scenario import Scenario
     from kpemu.pipeline import Options, Outcome
+    from kpemu.report.ci import ScenarioResult
     from kpemu.runtimes.base import Runtime
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from kpemu import pipeline
     from kpemu.examples import refuse_writes_inside_package, resolve
+    from kpemu.report.ci import ScenarioResult
     from kpemu.report.terminal import print_summary
 
     if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json):
@@ -42,12 +45,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.compare_modes:
         return max(_compare_modes(f, pipeline.out_dir_for(args.out, sc.name, several), opts, console)
                    for f, sc in zip(args.scenarios, scenarios, strict=True))
-    outcomes = pipeline.run([(sc, pipeline.out_dir_for(args.out, sc.name, several)) for sc in scenarios], opts,
-                            _Shown(console))
-    worst, reports = 0, []
+    shown = _Shown(console)
+    outcomes = pipeline.run([(sc, pipeline.out_dir_for(args.out, sc.name, several)) for sc in scenarios], opts, shown)
+    worst, reports, results = 0, [], []
     for o in outcomes:
         if isinstance(o.result, KpemuError):
             worst = max(worst, o.result.exit_code)
+            results.append(ScenarioResult(o.scenario.name, str(o.scenario.path), o.result.exit_code,
+                                          error=str(o.result)))
             continue
         res = o.result
         for p in res.goldens_written[:1]:
@@ -58,10 +63,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"  open {res.out_dir / 'report.html'}; every hop in Wireshark: {res.out_dir / 'run.pcapng'} "
                       "(report.md has the tshark command)", highlight=False, markup=False)
         reports.append(res.hops)
+        results.append(ScenarioResult(o.scenario.name, str(o.scenario.path), res.exit_code,
+                                      float(res.hops.get("seconds") or 0.0), list(res.hops["checks"])))
         worst = max(worst, res.exit_code)
+    _tell_ci(args, console, results, shown.skipped_names, worst)
     if args.json:
         print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
     return worst
+
+
+def _tell_ci(args: argparse.Namespace, console: Console, results: list[ScenarioResult], skipped: list[str],
+             worst: int) -> None:
+    """The last line's tally (its PASS/FAIL is the exit code's), `--junit FILE`, and GitHub annotations when
+    running in GitHub Actions."""
+    from kpemu.report.ci import github_annotations, junit_xml, tally
+
+    if args.junit:
+        Path(args.junit).write_text(junit_xml(results))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(results):
+            print(line, flush=True)
+    colour = "green" if worst == 0 else "red"
+    console.print(f"[{colour}]{tally(results, skipped, worst)}[/{colour}]", highlight=False)
 
 
 class _Shown:
@@ -69,11 +92,13 @@ class _Shown:
 
     def __init__(self, console: Console):
         self.console = console
+        self.skipped_names: list[str] = []
 
     def placed(self, runtime: Runtime, reason: str, scenarios: list[Scenario]) -> None:
         self.console.print(f"runtime: {runtime.name} for {', '.join(sc.name for sc in scenarios)} ({reason})")
 
     def skipped(self, sc: Scenario, why: str, fix: str) -> None:
+        self.skipped_names.append(sc.name)
         self.console.print(f"skipped {sc.name}: {why} (fix: {fix})")
 
     def progress(self) -> AbstractContextManager[Callable[[str], None]]:
@@ -141,6 +166,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--name", default=None, metavar="LAB",
                    help="the lab's name (namespaces kp-LAB-*) instead of the scenario's: run two copies at once")
     s.add_argument("--json", action="store_true", help="print hops.json to stdout (summary to stderr)")
+    s.add_argument("--junit", metavar="FILE", default=None,
+                   help="write a JUnit XML file: a testsuite per scenario, a testcase per check (for CI)")
     s.add_argument("--update-goldens", action="store_true", help="rewrite scenarios/<name>/golden/ from this run")
     s.add_argument("--trace", action=argparse.BooleanOptionalAction, default=True,
                    help="trace each flow's packets through netfilter for rule attribution and the model "

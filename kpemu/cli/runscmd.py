@@ -53,6 +53,83 @@ def cmd_runs_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pin_table(base: Path, run: str, flow: str | None) -> tuple[str, str, str]:
+    """(the run's name as runs lists it, the flow's name, its stable Markdown hop table)."""
+    import json
+
+    from kpemu.report.pin import find_flow, flow_markdown
+    from kpemu.report.runs import find_run
+
+    d = find_run(base, run)
+    report = json.loads((d / "hops.json").read_text())
+    f = find_flow(report, flow)
+    return run, f["name"], flow_markdown(report, f)
+
+
+def _backends(base: Path, run: str, flow: str) -> list[str]:
+    import json
+
+    from kpemu.report.pin import find_flow
+    from kpemu.report.runs import find_run
+
+    f = find_flow(json.loads((find_run(base, run) / "hops.json").read_text()), flow)
+    return sorted({c["backend"] for c in f["connections"] if c.get("backend")})
+
+
+def cmd_runs_show(args: argparse.Namespace) -> int:
+    """One flow's hop table: Markdown to pin in a document (`--write DOC` puts it there), or the flow's JSON."""
+    import json
+
+    from kpemu.report.pin import find_flow, write_block
+    from kpemu.report.runs import find_run
+
+    if args.output == "json":
+        report = json.loads((find_run(Path(args.dir), args.name) / "hops.json").read_text())
+        print(json.dumps(find_flow(report, args.flow), indent=2))
+        return 0
+    run, flow, table = _pin_table(Path(args.dir), args.name, args.flow)
+    if args.write:
+        doc = Path(args.write)
+        before = doc.read_text() if doc.exists() else ""
+        doc.write_text(write_block(before, run, flow, table))
+        print(f"pinned {run} / {flow} in {doc} (kpemu runs check {doc} compares it with a later run)")
+        backends = _backends(Path(args.dir), run, flow)
+        if len(backends) > 1:
+            print(f"note: this flow reached {len(backends)} backends ({', '.join(backends)}) and the table shows "
+                  "one of them, chosen at random per run; pin a flow with one endpoint (or session affinity) "
+                  "for a table that stays the same")
+    else:
+        print(table, end="")
+    return 0
+
+
+def cmd_runs_check(args: argparse.Namespace) -> int:
+    """Every hop table pinned in the documents against the runs under --dir; exit 1 with a diff on change."""
+    from kpemu.errors import InputError
+    from kpemu.report.pin import check_block, pinned_keys
+
+    changed = 0
+    for name in args.docs:
+        doc = Path(name)
+        if not doc.is_file():
+            raise InputError(f"kpemu runs check: {name}: no such file")
+        text = doc.read_text()
+        keys = pinned_keys(text)
+        if not keys:
+            raise InputError(f"kpemu runs check: {name} pins no hop table (pin one with "
+                             f"kpemu runs show RUN --flow FLOW --write {name})")
+        for run, flow in keys:
+            diff = check_block(text, name, run, flow, _pin_table(Path(args.dir), run, flow)[2])
+            if diff:
+                changed += 1
+                print(f"{name}: the hop table of {run} / {flow} changed; if the change is meant, update it with "
+                      f"kpemu runs show {run} --flow {flow} --dir {args.dir} --write {name}")
+                print(diff, end="")
+            else:
+                print(f"{name}: {run} / {flow} as pinned")
+    return 1 if changed else 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
     s = add_command(sub, "runs", "past runs: name, date, PASS/FAIL, duration, path (from RUNS/*/hops.json)",
@@ -76,3 +153,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                     ["kpemu runs summary >> \"$GITHUB_STEP_SUMMARY\"", "kpemu runs summary --dir /tmp/runs"])
     o.add_argument("--dir", default=argparse.SUPPRESS, help="where the runs are (default runs)")
     o.set_defaults(func=cmd_runs_summary)
+    o = add_command(rsub, "show", "one flow's hop table as Markdown for a document (client ports masked)",
+                    ["kpemu runs show nodeport-iptables --flow via-nodeport",
+                     "kpemu runs show nodeport-iptables --flow via-nodeport --write docs/nodeport.md",
+                     "kpemu runs show nodeport-iptables --flow via-nodeport -o json"])
+    o.add_argument("name", metavar="NAME", help="the run's name as kpemu runs lists it, or its directory")
+    o.add_argument("--flow", default=None, help="the flow's name (needed when the run has several)")
+    o.add_argument("--dir", default=argparse.SUPPRESS, help="where the runs are (default runs)")
+    o.add_argument("-o", "--output", "--format", choices=("md", "json"), default="md",
+                   help="md: the hop table as Markdown (default); json: the flow as hops.json has it")
+    o.add_argument("--write", metavar="DOC", default=None,
+                   help="put the table into DOC between kpemu markers (replacing the pinned one)")
+    o.set_defaults(func=cmd_runs_show)
+    o = add_command(rsub, "check", "fail (exit 1, with a diff) when a hop table pinned in a document changed",
+                    ["kpemu runs check docs/nodeport.md", "kpemu runs check --dir /tmp/runs docs/*.md"])
+    o.add_argument("docs", nargs="+", metavar="DOC", help="Markdown files with pinned hop tables")
+    o.add_argument("--dir", default=argparse.SUPPRESS, help="where the runs are (default runs)")
+    o.set_defaults(func=cmd_runs_check)

@@ -44,18 +44,23 @@ def test_vxlan_continuation_joined_and_pure_acks_dropped() -> None:
         "IP 10.244.0.3.<port> > 10.244.1.5.80: Flags [S], seq <seq>, win <win>, length 0"]
 
 
+UPDATE = "sudo kpemu run scenarios/x.yaml --update-goldens"
+
+
 def test_golden_roundtrip_and_readable_diff(tmp_path: Path) -> None:
     texts = {"nginx-0_eth0": SYN}
     write_goldens(tmp_path, texts, FIXED)
-    assert all(c.ok for c in check_goldens("f", tmp_path, texts, FIXED))
+    assert all(c.ok for c in check_goldens("f", tmp_path, texts, FIXED, UPDATE))
     moved = {"nginx-0_eth0": SYN.replace("192.168.97.1.29138", "10.242.72.50.29138")}
-    [check] = check_goldens("f", tmp_path, moved, FIXED)
+    [check] = check_goldens("f", tmp_path, moved, FIXED, UPDATE)
     assert not check.ok
+    assert check.diff.splitlines()[:2] == [f"--- {tmp_path}/nginx-0_eth0.txt", "+++ this run"]
     assert "-IP 192.168.97.1.<port> > 192.168.97.10.80" in check.diff
     assert "+IP 10.242.72.50.<port> > 192.168.97.10.80" in check.diff
+    assert check.diff.splitlines()[-1] == f"(if the change is meant: {UPDATE}, then review git diff {tmp_path})"
     assert golden_diff("x", ["a"], ["a"]) == ""
 
 
 def test_missing_golden_fails(tmp_path: Path) -> None:
-    [check] = check_goldens("f", tmp_path / "none", {"client_eth0": SYN}, FIXED)
-    assert not check.ok and "--update-goldens" in check.seen
+    [check] = check_goldens("f", tmp_path / "none", {"client_eth0": SYN}, FIXED, UPDATE)
+    assert not check.ok and check.seen == f"none (if this capture point is new, write it with: {UPDATE})"
