@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from kpemu import __version__
 from kpemu.cli import clustercmds, labcmds, offline, runcmd, runscmd, setupcmd, vmcmds
-from kpemu.cli.base import Parser, add_command
+from kpemu.cli.base import Parser, add_command, merge_topology
 from kpemu.errors import InputError, KpemuError
 
 COMMANDS = (offline, clustercmds, labcmds, vmcmds, runcmd, runscmd, setupcmd)
@@ -82,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command and not getattr(args, "takes_command", None):
             raise InputError(f"kpemu {args.command}: takes no command after --")
         args.cmd = command
+        merge_topology(args)
         from kpemu.runtimes import adopt_owner
 
         adopt_owner()  # every process this command starts carries its token: a kill leaves none unfound

@@ -42,6 +42,29 @@ def add_command(sub: argparse._SubParsersAction, name: str, help: str, examples:
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def add_topology(p: argparse.ArgumentParser, dest: str = "file", required: bool = True,
+                 help: str = "a YAML file, or example:NAME (see kpemu examples)") -> None:
+    """The topology as the first argument or as `-t/--topo FILE` (containerlab's spelling); merged into
+    `dest` by `merge_topology` once parsed."""
+    p.add_argument(dest, nargs="?", metavar="TOPOLOGY", help=help + "; or give it with -t/--topo")
+    p.add_argument("-t", "--topo", metavar="TOPOLOGY", default=None, help="the topology (instead of the argument)")
+    p.set_defaults(topology_dest=dest, topology_required=required)
+
+
+def merge_topology(args: argparse.Namespace) -> None:
+    """Put `-t/--topo` into the topology argument; exactly one of them when the command needs one."""
+    dest = getattr(args, "topology_dest", None)
+    if dest is None:
+        return
+    given, topo = getattr(args, dest), args.topo
+    if given is not None and topo is not None:
+        raise InputError(f"kpemu {args.command}: give the topology once: {given} as the argument or "
+                         f"-t {topo}, not both")
+    if given is None and topo is None and args.topology_required:
+        raise InputError(f"kpemu {args.command}: which topology? give it as the first argument or with -t FILE")
+    setattr(args, dest, given if given is not None else topo)
+
+
 def add_output(p: argparse.ArgumentParser) -> None:
     """`-o json|yaml|table` (default table), and the older `--json` as its alias."""
     p.add_argument("-o", "--output", choices=OUTPUTS, default="table",

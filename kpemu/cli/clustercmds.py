@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpemu.cli.base import add_command
+from kpemu.cli.base import add_command, add_topology
 from kpemu.errors import InputError
 
 if TYPE_CHECKING:
@@ -58,12 +58,25 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _print_trace(args: argparse.Namespace, as_json: Callable[[], dict], as_text: Callable[[], str]) -> int:
-    """Print a trace as `-o` asks: JSON for scripts, else text."""
-    if args.output == "json":
-        print(json.dumps(as_json(), indent=2))
+    """Print a trace as `-o` asks: JSON or YAML for scripts, else text."""
+    if args.output in ("json", "yaml"):
+        _print_data(as_json(), args.output)
     else:
         print(as_text(), end="")
     return 0
+
+
+IMPORT_FORMATS = ("yaml", "json")
+TEXT_OUTPUTS = ("text", "table", "json", "yaml")
+
+
+def _print_data(data: dict, output: str) -> None:
+    if output == "json":
+        print(json.dumps(data, indent=2))
+    else:
+        import yaml
+
+        print(yaml.safe_dump(data, sort_keys=False), end="")
 
 
 def _count(items: list, noun: str) -> str:
@@ -78,17 +91,23 @@ def cmd_import(args: argparse.Namespace) -> int:
     from kpemu.k8s.render import render_topology
     from kpemu.model import topology_from_data
 
+    if args.output not in IMPORT_FORMATS:
+        raise InputError(f"kpemu import: -o is the output format now, as in kubectl: yaml (default) or json; "
+                         f"write the topology to a file with --out {args.output} (or -f {args.output})")
     imported = topology_data(read_objects(args.sources), cni=args.cni, name=args.name)
     topo = topology_from_data(imported.data, f"the topology imported from {', '.join(args.sources)}")
-    where = Path(args.output).parent if args.output else Path.cwd()
-    text = _schema_line(where) + render_topology(imported, args.sources)
-    if args.output:
-        Path(args.output).write_text(text)
+    where = Path(args.out).parent if args.out else Path.cwd()
+    if args.output == "json":
+        text = json.dumps(imported.data, indent=2) + "\n"
+    else:
+        text = _schema_line(where) + render_topology(imported, args.sources)
+    if args.out:
+        Path(args.out).write_text(text)
     else:
         print(text, end="")
     fields = sum(len(f) for f in imported.unmodelled.values())
     print(f"imported {_count(topo.nodes, 'node')}, {_count(topo.pods, 'pod')}, {_count(topo.services, 'service')}"
-          f"{' into ' + args.output if args.output else ''}; {_count(imported.notes, 'note')} and "
+          f"{' into ' + args.out if args.out else ''}; {_count(imported.notes, 'note')} and "
           f"{fields} fields not modelled are listed at the top of the topology", file=sys.stderr)
     return 0
 
@@ -127,8 +146,8 @@ def cmd_check_node(args: argparse.Namespace) -> int:
 def _report_drift(drift: Drift, output: str) -> int:
     from kpemu.dumps.drift import drift_json, render_drift
 
-    if output == "json":
-        print(json.dumps(drift_json(drift), indent=2))
+    if output in ("json", "yaml"):
+        _print_data(drift_json(drift), output)
     else:
         print(render_drift(drift), end="")
     return 0 if drift.equal else 1
@@ -147,10 +166,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     from kpemu.cni.catalog import names
 
     s = add_command(sub, "import", "Kubernetes objects (kubectl output, manifests) -> a kpemu topology",
-                    ["kubectl get nodes,pods,services,endpointslices -A -o yaml | kpemu import - -o cluster.yaml",
-                     "kpemu import manifests/ --cni calico-ipip --name shop -o shop.yaml"])
+                    ["kubectl get nodes,pods,services,endpointslices -A -o yaml | kpemu import - --out cluster.yaml",
+                     "kpemu import manifests/ --cni calico-ipip --name shop -f shop.yaml",
+                     "kpemu import cluster-list.yaml -o json | jq .services"])
     s.add_argument("sources", nargs="+", metavar="SRC", help="files, directories, or - for standard input")
-    s.add_argument("-o", "--output", metavar="FILE", help="write the topology here (default: standard output)")
+    s.add_argument("--out", "-f", metavar="FILE", help="write the topology here (default: standard output)")
+    s.add_argument("-o", "--output", metavar="FORMAT", default="yaml",
+                   help="yaml: the topology file with its notes (default); json: the topology's data")
     s.add_argument("--cni", choices=names(), help="the CNI (default: inferred from the node annotations)")
     s.add_argument("--name", help="the lab name (default: imported)")
     s.set_defaults(func=cmd_import)
@@ -159,10 +181,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                     ["kpemu check-node topologies/seed-001.yaml --node minikube --iptables-save node.iptables-save",
                      "kpemu check-node cluster.yaml --node node1 --ipvs node1.ipvs --ipset node1.ipset -o json",
                      "kpemu check-node cluster.yaml --node node1 --nft node1.nft"])
-    s.add_argument("topology", help="a kpemu topology or Kubernetes objects")
+    add_topology(s, "topology", help="a kpemu topology or Kubernetes objects")
     s.add_argument("--node", required=True)
     _dump_arguments(s)
-    s.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    s.add_argument("-o", "--output", choices=TEXT_OUTPUTS, default="text",
+                   help="text (or table) for people (default), json or yaml for scripts")
     s.set_defaults(func=cmd_check_node)
 
     s = add_command(sub, "trace", "walk one packet through a node's rules offline (a real dump or kpemu's)",
@@ -171,8 +194,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "kpemu trace topologies/seed-001.yaml --node minikube --src 172.17.0.4 --dst 10.105.178.199:8080",
                      "kpemu trace --nft node1.nft --node node1 --node-ip 192.168.1.100 --src 10.242.72.50 "
                      "--dst 192.168.1.100:30080"])
-    s.add_argument("topology", nargs="?", help="a kpemu topology or Kubernetes objects (node addresses, "
-                                                 "and the generated rules when no dump is given)")
+    add_topology(s, "topology", required=False, help="a kpemu topology or Kubernetes objects (node addresses, "
+                                                      "and the generated rules when no dump is given)")
     _dump_arguments(s)
     s.add_argument("--node", required=True)
     s.add_argument("--node-ip", nargs="+", default=[], metavar="IP", help="the node's own addresses")
@@ -182,5 +205,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--from", dest="from_", choices=["outside", "pod", "node"],
                    help="where the packet comes from (default: from --src: the node's address, its podCIDR, "
                         "else outside)")
-    s.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    s.add_argument("-o", "--output", choices=TEXT_OUTPUTS, default="text",
+                   help="text (or table) for people (default), json or yaml for scripts")
     s.set_defaults(func=cmd_trace)

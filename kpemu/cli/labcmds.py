@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kpemu.cli.base import add_command, add_output, emit, human_console
+from kpemu.cli.base import add_command, add_output, add_topology, emit, human_console
 from kpemu.errors import InputError
 
 
@@ -42,6 +42,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from kpemu import runtimes
     from kpemu.report.inspect import render_inspect
 
+    if args.all and args.name:
+        raise InputError(f"kpemu inspect: --all shows every lab; give it without a lab name ({args.name})")
     emit(args, runtimes.inspect(args.name), render_inspect)
     return 0
 
@@ -65,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "sudo kpemu deploy example:calico-ipip && sudo kpemu exec calico node1 -- ipvsadm -Ln"],
                     description="build a lab from a topology (root). On the host the lab stays up (kpemu exec, "
                                 "kpemu destroy); with --runtime vm it lives while the guest runs -- CMD.")
-    s.add_argument("file", metavar="TOPOLOGY", help="a YAML file, or example:NAME (see kpemu examples)")
+    add_topology(s)
     s.add_argument("--runtime", choices=["auto", "host", "vm"], default=None,
                    help="where to build it (default auto: this kernel when it can, else a guest kernel)")
     s.add_argument("--name", default=None, metavar="LAB",
@@ -80,8 +82,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_destroy)
 
     s = add_command(sub, "inspect", "namespaces, interfaces, addresses and routes of labs",
-                    ["kpemu inspect", "kpemu inspect flannel -o json | jq '.labs[0].members[].member'"])
-    s.add_argument("name", nargs="?")
+                    ["kpemu inspect --all", "kpemu inspect flannel -o json | jq '.labs[0].members[].member'"])
+    s.add_argument("name", nargs="?", metavar="LAB", help="one lab (default: every lab)")
+    s.add_argument("--all", action="store_true", help="every lab (the default without LAB), as containerlab says")
     add_output(s)
     s.set_defaults(func=cmd_inspect)
 

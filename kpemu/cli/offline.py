@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from kpemu.cli.base import add_command, add_output, emit
+from kpemu.cli.base import add_command, add_output, add_topology, emit
 from kpemu.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_command(sub, "rules", "the exact state kube-proxy would program on a node",
                     ["kpemu rules topologies/seed-001.yaml --node minikube --format iptables-save",
                      "kpemu rules example:calico-ipip --node node1 --format ipvs -o json"])
-    s.add_argument("file", metavar="TOPOLOGY")
+    add_topology(s)
     s.add_argument("--node", required=True)
     from kpemu.proxy.render import FORMATS
 
@@ -124,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_command(sub, "graph", "the topology as a picture (Mermaid, Graphviz dot or HTML)",
                     ["kpemu graph topologies/flannel-vxlan.yaml --format dot | dot -Tsvg > lab.svg",
                      "kpemu graph example:calico-ipip --format html > lab.html"])
-    s.add_argument("file", metavar="TOPOLOGY")
+    add_topology(s)
     s.add_argument("--format", default="mermaid", choices=["mermaid", "dot", "html"])
     add_output(s)
     s.set_defaults(func=cmd_graph)

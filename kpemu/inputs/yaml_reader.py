@@ -14,12 +14,13 @@ key and list item (`lines=`), so a field path found wrong later can name its lin
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -55,6 +56,13 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+@functools.cache
+def _read_once(stream: BinaryIO, limit: int) -> bytes:
+    """A stream read once: a reader that looks at standard input twice (a scenario or a topology?) sees
+    the same text both times."""
+    return stream.read(limit + 1)
+
+
 def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; InputError naming the file otherwise.
 
@@ -63,6 +71,11 @@ def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
     whatever the file claims its size is.
     """
     file = str(path)
+    if file == "-":  # standard input (`kpemu validate -`), under the same bound
+        data = _read_once(sys.stdin.buffer, limit)
+        if len(data) > limit:
+            raise InputError([Problem(file, "", _too_big(len(data), limit))])
+        return data
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -260,10 +273,7 @@ def read_text(path: Path) -> str:
 
 def read_stdin_yaml(documents: bool = False, lines: Lines | None = None) -> Any:
     """YAML piped on standard input (`kpemu import -`), under the same bounds as a file's."""
-    data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError([Problem("-", "", _too_big(len(data), MAX_FILE_BYTES))])
-    return _parse(decode_text(data, "-"), "-", many=documents, lines=lines)
+    return _parse(decode_text(read_bytes(Path("-")), "-"), "-", many=documents, lines=lines)
 
 
 def read_yaml(path: Path, documents: bool = False, lines: Lines | None = None) -> Any:

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="ne
 
 def test_imported_kubectl_list_runs_as_is(tmp_path: Path) -> None:
     topo = tmp_path / "cluster-topology.yaml"
-    imp = subprocess.run([*KPEMU, "import", "tests/data/k8s/cluster.yaml", "-o", str(topo)], cwd=ROOT,
+    imp = subprocess.run([*KPEMU, "import", "tests/data/k8s/cluster.yaml", "--out", str(topo)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert imp.returncode == 0, imp.stderr
     scenario = yaml.safe_load((SCENARIOS / "k8s-import.yaml").read_text())

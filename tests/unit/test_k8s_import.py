@@ -4,6 +4,7 @@ is accepted."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -389,3 +390,14 @@ def test_a_topology_may_include_pasted_service_manifests(tmp_path: Path) -> None
     res = kpemu("validate", str(f))
     assert (res.returncode, res.stderr) == (2, f"{f}: line 16: services[1] (Service default/web) spec.ports: "
                                                "Required value\n")
+
+
+def test_import_o_is_the_format_and_the_file_flag_is_out(tmp_path: Path) -> None:
+    old = kpemu("import", CLUSTER, "-o", "cluster.yaml")
+    assert old.returncode == 2
+    assert old.stderr.strip() == ("kpemu import: -o is the output format now, as in kubectl: yaml (default) or "
+                                  "json; write the topology to a file with --out cluster.yaml (or -f cluster.yaml)")
+    data = json.loads(kpemu("import", CLUSTER, "-o", "json").stdout)
+    out = tmp_path / "c.yaml"
+    assert kpemu("import", CLUSTER, "-f", str(out)).returncode == 0
+    assert yaml.safe_load(out.read_text()) == data

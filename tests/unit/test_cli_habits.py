@@ -1,0 +1,61 @@
+"""Habits from containerlab and kubectl: `-t/--topo` for the topology, `-o` as the output format."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from tests.unit.cli_run import kpemu
+
+TOPO = "topologies/seed-001.yaml"
+
+
+def test_topology_as_argument_or_dash_t() -> None:
+    by_arg = kpemu("rules", TOPO, "--node", "minikube", "--format", "iptables-save")
+    by_t = kpemu("rules", "-t", TOPO, "--node", "minikube", "--format", "iptables-save")
+    by_topo = kpemu("graph", "--topo", TOPO, "--format", "dot")
+    assert by_arg.returncode == by_t.returncode == by_topo.returncode == 0
+    assert by_t.stdout == by_arg.stdout and by_topo.stdout == kpemu("graph", TOPO, "--format", "dot").stdout
+
+
+def test_topology_given_twice_or_not_at_all_is_refused() -> None:
+    both = kpemu("rules", TOPO, "-t", TOPO, "--node", "minikube")
+    assert (both.returncode, both.stderr.strip()) == (
+        2, f"kpemu rules: give the topology once: {TOPO} as the argument or -t {TOPO}, not both")
+    none = kpemu("check-node", "--node", "minikube", "--iptables-save", "tests/data/seed-001.iptables-save")
+    assert (none.returncode, none.stderr.strip()) == (
+        2, "kpemu check-node: which topology? give it as the first argument or with -t FILE")
+
+
+def test_check_node_and_trace_print_yaml_as_they_print_json() -> None:
+    args = ("check-node", "-t", "tests/data/k8s/seed-001.yaml", "--node", "minikube",
+            "--iptables-save", "tests/data/seed-001.iptables-save")
+    as_json, as_yaml = kpemu(*args, "-o", "json"), kpemu(*args, "-o", "yaml")
+    assert as_json.returncode == as_yaml.returncode
+    assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout)
+    trace = ("trace", "--iptables-save", "tests/data/seed-001.iptables-save", "--node", "minikube",
+             "--node-ip", "192.168.49.2", "--src", "10.242.72.50", "--dst", "192.168.49.2:30180")
+    assert yaml.safe_load(kpemu(*trace, "-o", "yaml").stdout) == json.loads(kpemu(*trace, "-o", "json").stdout)
+
+
+def test_standard_input_is_a_file_named_dash() -> None:
+    import subprocess
+    import sys
+
+    from tests.unit.cli_run import ROOT
+
+    text = (ROOT / TOPO).read_bytes()
+    v = subprocess.run([sys.executable, "-m", "kpemu.cli", "validate", "-"], input=text, capture_output=True,
+                       cwd=ROOT, timeout=60)
+    assert (v.returncode, v.stdout.decode()) == (0, "-: ok (topology)\n1 of 1 file(s) valid\n")
+    r = subprocess.run([sys.executable, "-m", "kpemu.cli", "rules", "-t", "-", "--node", "minikube", "--format",
+                        "iptables-save"], input=text, capture_output=True, cwd=ROOT, timeout=60)
+    assert r.stdout.decode() == kpemu("rules", TOPO, "--node", "minikube", "--format", "iptables-save").stdout
+
+
+def test_inspect_all_is_every_lab_and_not_one() -> None:
+    r = kpemu("inspect", "flannel", "--all")
+    assert (r.returncode, r.stderr.strip()) == (
+        2, "kpemu inspect: --all shows every lab; give it without a lab name (flannel)")
+    assert kpemu("inspect", "--all", "-o", "json").stdout == kpemu("inspect", "-o", "json").stdout
