@@ -13,9 +13,12 @@ class Problem:
     file: str
     path: str
     message: str
+    line: int | None = None  # where in the file, when known (kpemu.inputs.locate)
+    column: int | None = None
 
     def __str__(self) -> str:
-        where = ": ".join(part for part in (self.file, self.path) if part)
+        file = f"{self.file}:{self.line}:{self.column}" if self.file and self.line else self.file
+        where = ": ".join(part for part in (file, self.path) if part)
         return f"{where}: {self.message}" if where else self.message
 
 

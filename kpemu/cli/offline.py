@@ -25,7 +25,8 @@ def _check_file(ref: str) -> dict[str, Any]:
         return {"file": ref, "kind": kind, "ok": True, "problems": []}
     except InputError as e:
         return {"file": ref, "kind": None, "ok": False,
-                "problems": [{"file": p.file, "field": p.path, "message": p.message} for p in e.problems]}
+                "problems": [{"file": p.file, "field": p.path, "message": p.message, "line": p.line,
+                              "column": p.column} for p in e.problems]}
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -37,7 +38,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             if r["ok"]:
                 print(f"{r['file']}: ok ({r['kind']})")
             for p in r["problems"]:
-                print(Problem(p["file"], p["field"], p["message"]), file=sys.stderr)
+                print(Problem(p["file"], p["field"], p["message"], p["line"], p["column"]), file=sys.stderr)
         return f"{sum(r['ok'] for r in rs)} of {len(rs)} file(s) valid"
 
     emit(args, results, table)

@@ -10,6 +10,7 @@ from typing import Any
 from kpemu.cni import cni_of
 from kpemu.errors import InputError, Problem
 from kpemu.faults import check_faults, names
+from kpemu.inputs.locate import located
 from kpemu.inputs.topology import read_topology_source
 from kpemu.inputs.yaml_reader import read_yaml
 from kpemu.model import topology_from_data
@@ -27,6 +28,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@located
 def load_scenario(path: str | Path, proxy_mode: str | None = None, lab: str | None = None) -> Scenario:
     """Read and validate a scenario file and its topology; InputError lists every problem.
 
@@ -39,6 +41,7 @@ def load_scenario(path: str | Path, proxy_mode: str | None = None, lab: str | No
     return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode, lab)
 
 
+@located
 def load_file(path: str | Path) -> Topology | Scenario:
     """A topology or a scenario file (a scenario has `flows:`), read once; InputError lists every problem."""
     path = Path(path)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kpemu.errors import InputError, Problem
+from kpemu.inputs.locate import located
 from kpemu.inputs.yaml_reader import read_stdin_yaml, read_yaml
 from kpemu.k8s.convert import embed_services, topology_data
 from kpemu.k8s.objects import K8sObject, is_kubernetes, objects_from_documents
@@ -73,6 +74,7 @@ def read_topology_source(path: Path) -> object:
     return read_yaml(path)  # several documents that are not Kubernetes objects: read_yaml says so
 
 
+@located
 def load_topology(path: str | Path, name: str | None = None) -> Topology:
     """Read and validate a topology file (or Kubernetes objects: a file or a directory); `name` (the
     CLI's --name) replaces the lab name the file gives, and is validated as that field is."""

@@ -3,6 +3,8 @@ the lines the reader recorded, the line it is on)."""
 
 from __future__ import annotations
 
+import difflib
+import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -25,12 +27,49 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field's type can hold: itself, or inside Optional, list, dict and unions."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def keys_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> set[str]:
+    """The keys a mapping at `loc` (a field path inside `model`) may have, by their YAML names."""
+    models = [model]
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        nxt: list[type[BaseModel]] = []
+        for m in models:
+            for name, f in m.model_fields.items():
+                if part in (name, f.alias):
+                    nxt += _models_in(f.annotation)
+        if not nxt:
+            return set()
+        models = nxt
+    return {f.alias or name for m in models for name, f in m.model_fields.items()}
+
+
+def _unknown_key(loc: tuple[int | str, ...], model: type[BaseModel]) -> str:
+    """An unknown key's message, with the key it most likely meant."""
+    msg = "unknown field (check the spelling; keys are camelCase as in Kubernetes)"
+    key = loc[-1] if loc else None
+    if isinstance(key, str):
+        known = keys_at(model, loc[:-1])
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6) or [
+            k for k in sorted(known) if k.lower() == key.lower()]
+        if close:
+            return f"unknown field; did you mean {close[0]!r}?"
+    return msg
+
+
 def _message(err: dict[str, Any], model: type[BaseModel]) -> str:
     kind = err["type"]
     if kind == "missing":
         return "required field is missing"
     if kind == "extra_forbidden":
-        return "unknown field (check the spelling; keys are camelCase as in Kubernetes)"
+        return _unknown_key(tuple(err["loc"]), model)
     msg = str(err["msg"])
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from kpemu.cli import main
 from tests.conftest import ROOT
 
-__all__ = ["ROOT", "Result", "kpemu"]
+__all__ = ["ROOT", "Result", "kpemu", "without_places"]
 
 
 @dataclass(frozen=True)
@@ -31,3 +31,10 @@ def kpemu(*args: str) -> Result:
     finally:
         os.chdir(cwd)
     return Result(code, out.getvalue(), err.getvalue())
+
+
+def without_places(text: str, file: object) -> str:
+    """`text` with the `:LINE:COLUMN` after `file` taken out, for tests about the field path and message."""
+    import re
+
+    return re.sub(rf"{re.escape(str(file))}:\d+:\d+:", f"{file}:", text)

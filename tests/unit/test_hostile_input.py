@@ -20,6 +20,7 @@ import yaml
 from kpemu.cli import main
 from kpemu.inputs.yaml_reader import MAX_FILE_BYTES
 from tests.conftest import TOPOLOGIES
+from tests.unit.cli_run import without_places
 
 GOOD = yaml.safe_load((TOPOLOGIES / "flannel-vxlan.yaml").read_text())
 GOOD_TEXT = (TOPOLOGIES / "flannel-vxlan.yaml").read_text()
@@ -193,6 +194,7 @@ CASES = [
 
 
 def _expect(case: Case, path: Path, err: str) -> None:
+    err = without_places(err, path)
     for frag in case.expected:
         assert frag.format(file=path) in err, f"{case.name}: {frag.format(file=path)!r} not in:\n{err}"
     assert "Traceback" not in err

@@ -15,6 +15,7 @@ from kpemu.model import limits, validate
 from kpemu.model.limits import Machine, Need, limit_problems
 from kpemu.sizing import descriptors_needed
 from scripts.benches.fabric import large_topology
+from tests.unit.cli_run import without_places
 
 GB = 1 << 30
 ROOMY = Machine(nofile_hard=20_000, nr_open=1 << 20, privileged=True, mem_available=24 * GB, netns_max=96_363,
@@ -94,7 +95,7 @@ def test_validate_refuses_a_lab_this_machine_cannot_build(tmp_path: Path, monkey
     monkeypatch.setattr(limits.Machine, "here", classmethod(lambda cls: Machine(
         20_000, 1 << 20, True, mem_available=100 << 20, netns_max=96_363, netns_named=0)))
     assert main(["validate", str(path)]) == 2
-    err = capsys.readouterr().err
+    err = without_places(capsys.readouterr().err, path)
     assert (f"{path}: pods: 20 nodes, 200 pods, 1 externals are too large a lab for this machine: 222 network "
             "namespaces need about 86.7 MB of kernel memory, more than this machine can give a lab (at most 128 "
             "namespaces: 400 KB each is an estimate; half of the 100.0 MB MemAvailable)") in err

@@ -12,6 +12,7 @@ from kpemu.errors import InputError
 from kpemu.inputs.scenario import load_file, load_scenario
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
+from tests.unit.cli_run import without_places
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -103,13 +104,14 @@ def test_cli_validate_exits_2_with_file_and_path(tmp_path: Path, capsys: pytest.
     bad = write(tmp_path, dict(BASE, flows=[{"name": "f", "from": "client", "to": {"pod": "web-9"}}]))
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}: flows[0].to.pod: unknown pod 'web-9'" in err
+    pod = bad.read_text().splitlines().index("    pod: web-9") + 1  # the file as yaml.safe_dump wrote it
+    assert f"{bad}:{pod}:5: flows[0].to.pod: unknown pod 'web-9'" in err
 
 
 def test_cli_validate_names_a_hop_at_no_capture_point(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = write(tmp_path, dict(BASE, expect=[{"flow": "f", "hops": [{"at": "node1/flannel.9"}]}]))
     assert main(["validate", str(bad)]) == 2
-    err = capsys.readouterr().err
+    err = without_places(capsys.readouterr().err, bad)
     assert f"{bad}: expect[0].hops[0].at: no capture point 'node1/flannel.9'; expected member/interface" in err
     assert "'node1/flannel.1'" in err
 
