@@ -46,7 +46,7 @@ exec bpftrace -B line -e "$KPEMU_DROPS_PROG"
 """
 
 
-# The same, from tracefs alone: a private instance with kfree_skb on (IPv4), read until SIGINT/SIGTERM,
+# The same, from tracefs alone: a private instance with kfree_skb on (IPv4), read until SIGTERM (or SIGINT),
 # then the reader stopped, the event disabled and the instance removed. A dead reader's instance goes too.
 TRACEFS_WRAPPER = f"""set -e
 {MOUNT_TRACEFS}
@@ -130,7 +130,7 @@ interval:ms:100 {{ printf("{TICK} %llu\\n", nsecs); }}
 def _parent_death(sig: int) -> Callable[[], None]:
     """In the child: get `sig` when kpemu dies (unshare and sh exec, so the reader keeps the pid and this),
     so even a killed run leaves no probe attached. bpftrace gets SIGKILL (its probes detach as it exits:
-    nobody is left to read what it would still print); the tracefs reader SIGINT, which it traps to
+    nobody is left to read what it would still print); the tracefs reader SIGTERM, which it traps to
     stop its `cat` and remove its tracefs instance."""
 
     def set_it() -> None:
@@ -231,8 +231,14 @@ class DropSession:
         with self.path.open("w") as out:
             self.proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
                                          stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                         preexec_fn=_parent_death(
-                                             signal.SIGINT if script == TRACEFS_WRAPPER else signal.SIGKILL))
+                                         preexec_fn=_parent_death(self._stop_signal(script)))
+
+    @staticmethod
+    def _stop_signal(script: str) -> signal.Signals:
+        """What stops the reader: SIGTERM for the tracefs reader, never SIGINT, which a shell started from a
+        background job (`cmd &`, as CI harnesses start runs) ignored on entry and so can neither trap nor
+        receive: its instance would stay; SIGKILL for bpftrace (see `_parent_death`)."""
+        return signal.SIGTERM if script == TRACEFS_WRAPPER else signal.SIGKILL
 
     def drained(self, since_ns: int, timeout: float = DRAIN_TIMEOUT) -> bool:
         """Wait until bpftrace has printed a tick stamped at `since_ns` (CLOCK_MONOTONIC, as bpftrace's
@@ -252,9 +258,9 @@ class DropSession:
         if self.proc is not None:
             if self.ready and self.by_time is None and self.proc.poll() is None:
                 self.drained(time.monotonic_ns())
-            if self.proc.poll() is None:  # SIGINT: bpftrace prints what its buffers still hold, then exits
+            if self.proc.poll() is None:  # bpftrace prints what its buffers still hold on SIGINT, then exits
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGINT)
+                    os.killpg(self.proc.pid, signal.SIGTERM if self.by_time is not None else signal.SIGINT)
                 try:
                     self.proc.wait(timeout=3)
                 except subprocess.TimeoutExpired:

@@ -141,8 +141,14 @@ def test_sigint_leaves_nothing_behind(tmp_path: Path) -> None:
     }
     path = tmp_path / "sigint.yaml"
     path.write_text(yaml.safe_dump(scenario))
-    proc = subprocess.Popen([*KPEMU, "run", str(path), "--runtime", "host", "--out", str(tmp_path / "out")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A child inherits an ignored SIGINT (this suite started from a background job has it ignored) and
+    # keeps it across exec; one handled here is reset to the default, which Python turns into Ctrl-C.
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([*KPEMU, "run", str(path), "--runtime", "host", "--out", str(tmp_path / "out")],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, old)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not list((tmp_path / "out" / "pcaps").glob("*.pcap")):
         time.sleep(0.1)
