@@ -46,9 +46,27 @@ def add_topology(p: argparse.ArgumentParser, dest: str = "file", required: bool 
                  help: str = "a YAML file, or example:NAME (see kpemu examples)") -> None:
     """The topology as the first argument or as `-t/--topo FILE` (containerlab's spelling); merged into
     `dest` by `merge_topology` once parsed."""
-    p.add_argument(dest, nargs="?", metavar="TOPOLOGY", help=help + "; or give it with -t/--topo")
-    p.add_argument("-t", "--topo", metavar="TOPOLOGY", default=None, help="the topology (instead of the argument)")
+    from kpemu.cli.complete import attach, yaml_or_example
+
+    files = yaml_or_example("topology")
+    attach(p.add_argument(dest, nargs="?", metavar="TOPOLOGY", help=help + "; or give it with -t/--topo"), files)
+    attach(p.add_argument("-t", "--topo", metavar="TOPOLOGY", default=None,
+                          help="the topology (instead of the argument)"), files)
     p.set_defaults(topology_dest=dest, topology_required=required)
+
+
+def add_node(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    """`--node NAME`, completed from the topology given before it."""
+    from kpemu.cli.complete import attach, node_names
+
+    attach(p.add_argument("--node", required=True, help=help or "the node's name in the topology"), node_names)
+
+
+def add_lab(p: argparse.ArgumentParser, optional: bool = False, help: str = "the lab's name") -> None:
+    """The LAB argument, completed from the labs deployed here."""
+    from kpemu.cli.complete import attach, lab_names
+
+    attach(p.add_argument("name", nargs="?" if optional else None, metavar="LAB", help=help), lab_names)
 
 
 def merge_topology(args: argparse.Namespace) -> None:

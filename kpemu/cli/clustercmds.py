@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpemu.cli.base import add_command, add_topology
+from kpemu.cli.base import add_command, add_node, add_topology
 from kpemu.errors import InputError
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "kpemu check-node cluster.yaml --node node1 --ipvs node1.ipvs --ipset node1.ipset -o json",
                      "kpemu check-node cluster.yaml --node node1 --nft node1.nft"])
     add_topology(s, "topology", help="a kpemu topology or Kubernetes objects")
-    s.add_argument("--node", required=True)
+    add_node(s)
     _dump_arguments(s)
     s.add_argument("-o", "--output", choices=TEXT_OUTPUTS, default="text",
                    help="text (or table) for people (default), json or yaml for scripts")
@@ -197,7 +197,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_topology(s, "topology", required=False, help="a kpemu topology or Kubernetes objects (node addresses, "
                                                       "and the generated rules when no dump is given)")
     _dump_arguments(s)
-    s.add_argument("--node", required=True)
+    add_node(s)
     s.add_argument("--node-ip", nargs="+", default=[], metavar="IP", help="the node's own addresses")
     s.add_argument("--src", required=True, metavar="IP[:PORT]")
     s.add_argument("--dst", required=True, metavar="IP:PORT")

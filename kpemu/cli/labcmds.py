@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kpemu.cli.base import add_command, add_output, add_topology, emit, human_console
+from kpemu.cli.base import add_command, add_lab, add_output, add_topology, emit, human_console
+from kpemu.cli.complete import attach, member_names
 from kpemu.errors import InputError
 
 
@@ -77,13 +78,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = add_command(sub, "destroy", "remove a lab, or every kpemu lab with --all (root)",
                     ["sudo kpemu destroy flannel", "sudo kpemu destroy --all"])
-    s.add_argument("name", nargs="?")
-    s.add_argument("--all", action="store_true")
+    add_lab(s, optional=True)
+    s.add_argument("--all", action="store_true", help="every kpemu lab, and what a killed run left")
     s.set_defaults(func=cmd_destroy)
 
     s = add_command(sub, "inspect", "namespaces, interfaces, addresses and routes of labs",
                     ["kpemu inspect --all", "kpemu inspect flannel -o json | jq '.labs[0].members[].member'"])
-    s.add_argument("name", nargs="?", metavar="LAB", help="one lab (default: every lab)")
+    add_lab(s, optional=True, help="one lab (default: every lab)")
     s.add_argument("--all", action="store_true", help="every lab (the default without LAB), as containerlab says")
     add_output(s)
     s.set_defaults(func=cmd_inspect)
@@ -91,6 +92,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_command(sub, "exec", "run a command in a lab member's namespace: kpemu exec LAB MEMBER -- CMD",
                     ["sudo kpemu exec flannel node1 -- iptables-save -t nat",
                      "sudo kpemu exec calico client -- curl -s 10.246.198.17:30080"])
-    s.add_argument("name", metavar="LAB")
-    s.add_argument("member", metavar="MEMBER")
+    add_lab(s)
+    attach(s.add_argument("member", metavar="MEMBER", help="a node, pod, external or the underlay"), member_names)
     s.set_defaults(func=cmd_exec, takes_command="-- CMD to run")

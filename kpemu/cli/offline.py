@@ -7,7 +7,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from kpemu.cli.base import add_command, add_output, add_topology, emit
+from kpemu.cli.base import add_command, add_node, add_output, add_topology, emit
+from kpemu.cli.complete import attach, yaml_or_example
 from kpemu.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -107,7 +108,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = add_command(sub, "validate", "check topology and scenario files (every file, every problem)",
                     ["kpemu validate scenarios/*.yaml topologies/*.yaml",
                      "kpemu validate example:nodeport-ipvs -o json"])
-    s.add_argument("files", nargs="+", metavar="FILE", help="a YAML file, or example:NAME (see kpemu examples)")
+    attach(s.add_argument("files", nargs="+", metavar="FILE", help="a YAML file, or example:NAME (see kpemu examples)"),
+           yaml_or_example(""))
     add_output(s)
     s.set_defaults(func=cmd_validate)
 
@@ -115,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     ["kpemu rules topologies/seed-001.yaml --node minikube --format iptables-save",
                      "kpemu rules example:calico-ipip --node node1 --format ipvs -o json"])
     add_topology(s)
-    s.add_argument("--node", required=True)
+    add_node(s)
     from kpemu.proxy.render import FORMATS
 
     s.add_argument("--format", default="all", choices=FORMATS)

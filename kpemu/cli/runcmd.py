@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kpemu.cli.base import add_command, human_console, progress
+from kpemu.cli.complete import attach, yaml_or_example
 from kpemu.errors import InputError, KpemuError
 
 if TYPE_CHECKING:
@@ -158,7 +159,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "sudo kpemu run example:clusterip-vxlan --compare-modes --out runs/compare"],
                     description="deploy, send traffic, capture every hop, explain, check, destroy (root). Writes "
                                 "report.md, report.html, hops.json, run.pcapng and pcaps/, capture/, rules/, trace/.")
-    s.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="a YAML file, or example:NAME (see kpemu examples)")
+    attach(s.add_argument("scenarios", nargs="+", metavar="SCENARIO",
+                          help="a YAML file, or example:NAME (see kpemu examples)"), yaml_or_example("scenario"))
     s.add_argument("--runtime", choices=["auto", "host", "vm"], default=None,
                    help="where to run: this kernel, the guest kernel, or whichever can (default auto)")
     s.add_argument("--out", default=None, help="output directory (default runs/<name>; with several "

@@ -59,3 +59,28 @@ def test_inspect_all_is_every_lab_and_not_one() -> None:
     assert (r.returncode, r.stderr.strip()) == (
         2, "kpemu inspect: --all shows every lab; give it without a lab name (flannel)")
     assert kpemu("inspect", "--all", "-o", "json").stdout == kpemu("inspect", "-o", "json").stdout
+
+
+def _complete(line: str, tmp_path: object) -> list[str]:
+    """What the shell would offer after `line` (argcomplete's protocol, as `kpemu completion bash` drives it)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.unit.cli_run import ROOT
+
+    out = Path(str(tmp_path)) / "completions"
+    env = {**os.environ, "COMP_LINE": line, "COMP_POINT": str(len(line)), "_ARGCOMPLETE": "1",
+           "_ARGCOMPLETE_IFS": "\n", "_ARGCOMPLETE_STDOUT_FILENAME": str(out), "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "kpemu.cli"], env=env, cwd=ROOT, timeout=60, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return sorted(c.rstrip(" ") for c in out.read_text().split("\n") if c)  # a lone answer ends in a space
+
+
+def test_completion_offers_examples_files_and_nodes(tmp_path: object) -> None:
+    assert _complete("kpemu run example:nft-", tmp_path) == [
+        "example:nft-clusterip-vxlan", "example:nft-hairpin", "example:nft-loadbalancer", "example:nft-nodeport"]
+    assert _complete("kpemu rules -t topologies/flannel", tmp_path) == ["topologies/flannel-vxlan.yaml"]
+    assert _complete("kpemu rules topologies/calico-ipip.yaml --node ", tmp_path) == ["node1", "node2"]
+    assert _complete("kpemu trace -t nowhere.yaml --node ", tmp_path) == []
