@@ -28,6 +28,12 @@ class PointInfo:
     interface: str
     node: str | None  # node name for node and pod interfaces, else None
     kind: str  # node | pod | external | underlay
+    peer: str | None = None  # member/iface at the other end of a veth, with the member's kind
+
+    @property
+    def description(self) -> str:
+        """How Wireshark describes the capture point: `node1/veth0ab in kp-lab-node1, veth to web-0/eth0 (pod)`."""
+        return f"{self.point} in {self.netns}" + (f", veth to {self.peer}" if self.peer else "")
 
 
 @dataclass

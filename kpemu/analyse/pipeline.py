@@ -82,11 +82,17 @@ class Analysis:
 def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
     """PointInfo for every capture point (which node a pod's interface lives on, etc.)."""
     kinds = {ns.name: ns for ns in plan.namespaces}
+    peers: dict[tuple[str, str], str] = {}
+    for v in plan.veths:
+        for (ns, name), (pns, pname) in (((v.ns, v.name), (v.peer_ns, v.peer_name)),
+                                         ((v.peer_ns, v.peer_name), (v.ns, v.name))):
+            if pns in kinds:
+                peers[(ns, name)] = f"{kinds[pns].member}/{pname} ({kinds[pns].kind})"
     out = {}
     for i in points:
         ns = kinds[i.ns]
         node = ns.member if ns.kind == "node" else ns.node
-        out[point_name(i)] = PointInfo(point_name(i), i.ns, i.member, i.name, node, ns.kind)
+        out[point_name(i)] = PointInfo(point_name(i), i.ns, i.member, i.name, node, ns.kind, peers.get((i.ns, i.name)))
     return out
 
 

@@ -28,6 +28,7 @@ class Frame:
     point: str  # the interface name in the pcapng ("node1/eth0")
     description: str  # the interface description ("node1/eth0 in kp-lab-node1")
     comment: str = ""
+    snaplen: int = 262144  # what its capture kept of each frame (the classic pcap's header says)
 
 
 def read_frames(path: Path, point: str, description: str) -> Iterator[tuple[int, Frame]]:
@@ -40,16 +41,18 @@ def read_frames(path: Path, point: str, description: str) -> Iterator[tuple[int,
         nano = getattr(reader, "nano", False)
         for index, (data, meta) in enumerate(reader):
             ts_ns = meta.sec * 1_000_000_000 + (meta.usec if nano else meta.usec * 1000)
-            yield index, Frame(bytes(data), reader.linktype, ts_ns, point, description)
+            yield index, Frame(bytes(data), reader.linktype, ts_ns, point, description,
+                               snaplen=getattr(reader, "snaplen", 262144))
 
 
 class _NamedWriter(RawPcapNgWriter):
     """scapy's writer with described, nanosecond interfaces, numbered from 0 in order of appearance."""
 
-    def __init__(self, path: Path, descriptions: dict[bytes, bytes]) -> None:
+    def __init__(self, path: Path, descriptions: dict[bytes, bytes], snaplens: dict[bytes, int]) -> None:
         super().__init__(str(path))
         self.tsresol = 1_000_000_000
         self.descriptions = descriptions
+        self.snaplens = snaplens
         self.interfaces2id = {None: -1}  # the first named interface gets id 0
         self.header_present = True
         self._write_block_shb()
@@ -64,7 +67,7 @@ class _NamedWriter(RawPcapNgWriter):
             if ifname in self.descriptions:
                 opts += self._option(_IF_DESCRIPTION, self.descriptions[ifname])
         opts += self._option(_IF_TSRESOL, b"\x09") + struct.pack(self.endian + "HH", 0, 0)
-        body = struct.pack(self.endian + "HHI", linktype, 0, 262144)
+        body = struct.pack(self.endian + "HHI", linktype, 0, self.snaplens.get(ifname or b"", 262144))
         self.f.write(self.build_block(struct.pack(self.endian + "I", 1), body, options=opts))
 
 
@@ -72,8 +75,9 @@ def write_pcapng(path: Path, frames: Iterable[Frame]) -> int:
     """Write `frames` in the order given, one interface per capture point; returns how many."""
     frames = list(frames)
     descriptions = {f.point.encode(): f.description.encode() for f in frames}
+    snaplens = {f.point.encode(): f.snaplen for f in frames}
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _NamedWriter(path, descriptions) as w:
+    with _NamedWriter(path, descriptions, snaplens) as w:
         for f in frames:
             w._write_packet(f.data, f.linktype, sec=Decimal(f.ts_ns) / 1_000_000_000, ifname=f.point.encode(),
                             comments=[f.comment.encode()] if f.comment else None)

@@ -19,8 +19,12 @@ from kpemu.traffic.procs import wait_for_lines
 
 LISTEN_TIMEOUT = 5.0
 STOP_TIMEOUT = 3.0
-# IPv4 TCP/UDP/ICMP and IPIP (protocol 4, calico's underlay); no ARP or IGMP: their timing differs run to run.
+# What the text renderings (the ledger's goldens) show: IPv4 TCP/UDP/ICMP and IPIP (protocol 4, calico's
+# underlay); not ARP, whose timing differs run to run.
 FILTER = ["ip", "and", "(tcp", "or", "udp", "or", "icmp", "or", "ip", "proto", "4)"]
+# What the pcaps hold: that and ARP, which Wireshark users (and a verdict that cites ARP) look for.
+CAPTURE_FILTER = ["arp", "or", "(", *FILTER, ")"]
+SNAPLEN = 512  # bytes kept of each frame: every header kpemu reads, the start of the payload
 
 
 @dataclass
@@ -32,8 +36,9 @@ class Capture:
     proc: subprocess.Popen
 
 
-def start_captures(points: list[Interface], pcap_dir: Path) -> list[Capture]:
-    """Start tcpdump -U -w on every point, in parallel; return once each printed "listening on"."""
+def start_captures(points: list[Interface], pcap_dir: Path, snaplen: int = SNAPLEN) -> list[Capture]:
+    """Start tcpdump -U -w on every point (`snaplen` bytes of each frame), in parallel; return once each
+    printed "listening on"."""
     pcap_dir.mkdir(parents=True, exist_ok=True)
     caps: list[Capture] = []
     try:
@@ -43,8 +48,8 @@ def start_captures(points: list[Interface], pcap_dir: Path) -> list[Capture]:
             # then forwards a second copy (br_netfilter + ip_forward): captures must not change traffic.
             # -Z root: tcpdump would switch to its own user, and a change of user clears the parent-death
             # signal that makes it die with this run
-            argv = ["tcpdump", "-p", "-Z", "root", "-i", i.name, "-U", "--immediate-mode", "-nn", "-s", "512",
-                    "--time-stamp-precision=nano", "-w", str(pcap), *FILTER]
+            argv = ["tcpdump", "-p", "-Z", "root", "-i", i.name, "-U", "--immediate-mode", "-nn", "-s", str(snaplen),
+                    "--time-stamp-precision=nano", "-w", str(pcap), *CAPTURE_FILTER]
             proc = nsmod.popen_in(i.ns, dies_with_parent(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   text=True)
             caps.append(Capture(i, pcap, proc))
@@ -82,7 +87,8 @@ def render_text(caps: list[Capture], text_dir: Path) -> dict[str, Path]:
 
 
 def render_pcaps(pcaps: list[Path], text_dir: Path) -> dict[str, Path]:
-    """`tcpdump -nn -r` every pcap into text_dir/<stem>.txt (in parallel); stem -> text file."""
+    """`tcpdump -nn -r` every pcap into text_dir/<stem>.txt (in parallel), its IP packets (FILTER);
+    stem -> text file."""
     text_dir.mkdir(parents=True, exist_ok=True)
     procs = []
     out: dict[str, Path] = {}
@@ -91,7 +97,7 @@ def render_pcaps(pcaps: list[Path], text_dir: Path) -> dict[str, Path]:
             continue
         txt = text_dir / f"{pcap.stem}.txt"
         fh = txt.open("w")
-        procs.append((subprocess.Popen(["tcpdump", "-nn", "-r", str(pcap)], stdout=fh,
+        procs.append((subprocess.Popen(["tcpdump", "-nn", "-r", str(pcap), *FILTER], stdout=fh,
                                        stderr=subprocess.DEVNULL), fh))
         out[pcap.stem] = txt
     for p, fh in procs:

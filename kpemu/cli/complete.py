@@ -15,20 +15,19 @@ Completer = Callable[..., Iterable[str]]
 
 def lab_names(prefix: str, **_: Any) -> list[str]:
     """The labs deployed on this kernel."""
-    from kpemu.kernel.lab import labs
+    from kpemu.runtimes import recorded_labs
 
-    with contextlib.suppress(OSError):
-        return [n for n in labs() if n.startswith(prefix)]
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        return [n for n in recorded_labs() if n.startswith(prefix)]
     return []
 
 
 def member_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
     """The members of the lab named before (`kpemu exec LAB MEMBER`)."""
-    from kpemu.kernel.labstate import load_state
+    from kpemu.runtimes import recorded_labs
 
     with contextlib.suppress(OSError, ValueError, TypeError):
-        state = load_state(getattr(parsed_args, "name", None) or "")
-        return [m for m in (state.members if state else {}) if m.startswith(prefix)]
+        return [m for m in recorded_labs().get(getattr(parsed_args, "name", None) or "", []) if m.startswith(prefix)]
     return []
 
 

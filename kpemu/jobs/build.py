@@ -70,6 +70,7 @@ def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True) -> Job:
                                  tuple(pp.port for pp in p.ports if pp.protocol == "UDP"))
                       for p in topo.pods if p.ports),
         captures=tuple(capture_points(plan, topo, sc.flows)),
+        snaplen=sc.spec.snaplen,
         nat_members={m: plan.netns(m) for m in nat},
         flows=tuple(FlowSpec(name=f.flow.name, src_ns=plan.netns(f.src_member), dst=f.dst_ip, port=f.dst_port,
                              proto="tcp" if f.protocol == "TCP" else "udp", match=flow_match(topo, f),

@@ -276,7 +276,7 @@ def _traffic(job: Job, out: Path, progress: Progress, gathered: _Gathered, drops
     with _servers(job):
         try:
             with timed(timings, "start the captures"):
-                caps = start_captures(list(job.captures), out / "pcaps")
+                caps = start_captures(list(job.captures), out / "pcaps", job.snaplen)
             progress(f"capturing at {len(caps)} points")
             if drops is not None:
                 with timed(timings, "attach the drop tracer"):

@@ -128,6 +128,7 @@ class Job:
     faults: tuple[dict[str, Any], ...] = ()  # kpemu.plan.faults.FaultStep as JSON (kpemu.kernel.faults applies them)
     servers: tuple[ServerSpec, ...] = ()
     captures: tuple[Interface, ...] = ()
+    snaplen: int = 512  # bytes tcpdump keeps of each frame (the scenario's snaplen)
     nat_members: dict[str, str] = field(default_factory=dict)  # member -> namespace whose conntrack is read
     flows: tuple[FlowSpec, ...] = ()
     render: bool = True  # render the captures as text (a guest leaves it to the host)

@@ -200,6 +200,7 @@ class ScenarioSpec(Strict):
     expect: list[Expectation] = Field(default_factory=list)
     faults: list[Fault] = Field(default_factory=list)  # applied in order after deploy (or after a flow)
     settle: float = Field(0.2, ge=0, le=5)  # seconds to let packets drain before captures stop
+    snaplen: int = Field(512, ge=96, le=262144)  # bytes tcpdump keeps of each frame (the pcaps say so)
 
 
 @dataclass(frozen=True)

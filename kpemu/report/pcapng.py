@@ -61,10 +61,10 @@ def write_run_pcapngs(out: Path, infos: Mapping[str, PointInfo], files: Mapping[
     entries: list[tuple[tuple, tuple[str, int], Frame]] = []
     for point, path in files.items():
         info = infos[point]
-        for index, f in read_frames(path, point, f"{point} in {info.netns}"):
+        for index, f in read_frames(path, point, info.description):
             tag = tags.get((point, index))
             if tag:
-                f = Frame(f.data, f.linktype, f.ts_ns, f.point, f.description, tag.comment)
+                f = Frame(f.data, f.linktype, f.ts_ns, f.point, f.description, tag.comment, f.snaplen)
             entries.append(((f.ts_ns, tag.rank if tag else 1 << 31, order[point], index), (point, index), f))
     entries.sort(key=lambda e: e[0])
     run_frame = {key: n for n, (_, key, _) in enumerate(entries, start=1)}

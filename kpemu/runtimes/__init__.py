@@ -156,6 +156,15 @@ def for_lab(lab: str) -> Runtime:
     return HostRuntime(inside_guest=in_guest())
 
 
+def recorded_labs() -> dict[str, list[str]]:
+    """The labs this kernel has records of, each with its members (cheap: no namespace is entered, as
+    shell completion needs)."""
+    from kpemu.kernel.lab import labs
+    from kpemu.kernel.labstate import load_state
+
+    return {lab: list(state.members) if (state := load_state(lab)) else [] for lab in labs()}
+
+
 def inspect(lab: str | None) -> dict[str, Any]:
     """The labs of every runtime (`lab`: that one only): the warm guest's (marked runtime vm) and this
     kernel's, with this kernel's namespaces that no lab records."""

@@ -53,7 +53,8 @@ def test_tshark_follows_one_connection_hop_by_hop(tmp_path: Path) -> None:
     seen = _tshark(["tshark", "-r", RUN_PCAPNG, *open_options(), "-Y", frames, "-T", "fields", "-e", "vxlan.vni",
                     "-e", "tcp.dstport", "-e", "frame.interface_description"], tmp_path)
     assert [(int(s[0]), int(s[1])) for s in seen] == [(h["outer"]["vni"], h["dport"]) for h in vx]
-    assert all(s[2].endswith(f" in {h['netns']}") for s, h in zip(seen, vx, strict=True))
+    assert all(s[2].startswith(f"{h['member']}/{h['interface']} in {h['netns']}")
+               for s, h in zip(seen, vx, strict=True))
     # the flow's own pcapng holds the same hops under their flow_frame numbers
     rows = _tshark(tshark_argv(flow_pcapng(flow["name"]), flow["name"], conn["index"]), tmp_path)
     assert [int(r[0]) for r in rows] == [h["flow_frame"] for h in hops]
@@ -65,3 +66,41 @@ def test_tshark_follows_one_connection_hop_by_hop(tmp_path: Path) -> None:
         assert tshark in md and html.escape(tshark) in page
     # the per-interface pcaps stay
     assert len(list((tmp_path / "pcaps").glob("*.pcap"))) >= 10
+
+
+def test_wireshark_sees_arp_the_real_snaplen_and_what_is_behind_a_veth(tmp_path: Path) -> None:
+    import yaml
+
+    scenario = yaml.safe_load((ROOT / "scenarios" / "clusterip-vxlan.yaml").read_text())
+    scenario.update(name="pcap-polish", snaplen=200, topology=str(ROOT / "scenarios" / scenario["topology"]))
+    scenario["expect"] = [{k: v for k, v in e.items() if k != "golden"} for e in scenario.get("expect", [])]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", str(path), "--runtime", "host", "--out", str(out),
+                          "--no-trace"], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    arp = _tshark(["tshark", "-r", RUN_PCAPNG, "-Y", "arp", "-T", "fields", "-e", "frame.interface_name"], out)
+    assert arp, "no ARP frame in the run's pcapng"
+    assert all("arp" not in line.lower() for txt in (out / "capture").glob("*.txt") for line in
+               txt.read_text().splitlines()), "ARP reached the text the goldens are made from"
+    idb = _tshark(["tshark", "-r", RUN_PCAPNG, "-T", "fields", "-e", "frame.interface_name",
+                   "-e", "frame.interface_description", "-e", "frame.cap_len", "-e", "frame.len"], out)
+    described = {r[0]: r[1] for r in idb}
+    pod_side = [(p, d) for p, d in described.items() if "/veth" in p]
+    assert pod_side and all(", veth to " in d and d.endswith("(pod)") for _, d in pod_side), pod_side
+    assert all(int(r[2]) == min(int(r[3]), 200) for r in idb)  # each frame cut at the scenario's snaplen
+    assert set(_idb_snaplens(out / RUN_PCAPNG)) == {200}
+
+
+def _idb_snaplens(path: Path) -> list[int]:
+    """The SnapLen of every Interface Description Block of a little-endian pcapng (its spec, section 4.2)."""
+    import struct
+
+    data, pos, out = path.read_bytes(), 0, []
+    while pos + 12 <= len(data):
+        kind, length = struct.unpack_from("<II", data, pos)
+        if kind == 1:
+            out.append(struct.unpack_from("<I", data, pos + 12)[0])
+        pos += length
+    return out
