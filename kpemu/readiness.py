@@ -15,7 +15,7 @@ from dataclasses import dataclass
 class Facts:
     """What is on this machine, as far as the check needs it."""
 
-    missing_packages: tuple[str, ...]
+    missing_packages: dict[str, tuple[str, ...]]  # part (kpemu.system.PARTS) -> its packages not installed
     guest_needed: bool | None  # None: not known (this kernel was not probed: no root)
     guest_why: str  # why the guest runtime is (or is not) needed
     virtme_ng: bool  # the Python package importable
@@ -23,6 +23,7 @@ class Facts:
     qemu: bool
     guest_kernel: str | None  # the kernel a guest would boot, or None
     docker: str | None  # why docker members cannot run here, or None when they can
+    asked: tuple[str, ...] = ("core",)  # the parts asked for (`--with`, `--all`): those must be here
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,27 @@ class Row:
         return text + (f"\n          fix: {self.fix}" if self.fix and not self.present else "")
 
 
+PART_USE = {"core": "namespaces, rules, captures", "drops": "drop reasons per packet",
+            "guest": "the guest runtime", "wireshark": "tshark", "browser": "report.html in a browser (tests)",
+            "docker": "container members"}
+
+
+def _with(setup_hint: str, part: str) -> str:
+    """The setup command for one part: `make setup` installs every part; `kpemu setup` takes --with."""
+    if part == "core" or setup_hint.startswith("make "):
+        return setup_hint
+    return setup_hint.replace(" setup", f" setup --with {part}", 1)
+
+
 def rows(f: Facts, setup_hint: str, python_hint: str) -> list[Row]:
-    """Every part each runtime needs (host, guest, docker members), from the facts (pure)."""
-    pkgs = " ".join(f.missing_packages)
-    out = [Row("host", "Debian packages", not f.missing_packages, True,
-               f"missing {pkgs}" if pkgs else "every one is installed", setup_hint)]
-    needed = f.guest_needed is not False
+    """Every part each runtime needs (host packages per part, guest, docker members), from the facts (pure).
+    A part is needed when it was asked for; the guest also where this kernel needs it (or may: unprobed)."""
+    out = []
+    for part, missing in f.missing_packages.items():
+        hint = _with(setup_hint, part)
+        out.append(Row("host", f"{part} packages ({PART_USE.get(part, part)})", not missing, part in f.asked,
+                       f"missing {' '.join(missing)}" if missing else "installed", hint))
+    needed = f.guest_needed is not False or "guest" in f.asked
     why = f.guest_why
     out += [
         Row("guest", "virtme-ng (Python package)", f.virtme_ng, needed, why, python_hint),
@@ -55,8 +71,8 @@ def rows(f: Facts, setup_hint: str, python_hint: str) -> list[Row]:
         Row("guest", "qemu-system-x86_64", f.qemu, needed, why, setup_hint),
         Row("guest", "guest kernel", f.guest_kernel is not None, needed,
             f.guest_kernel or f"none in the cache or /boot; {why}", "kpemu vm setup (as root)"),
-        Row("docker", "docker engine (container members)", f.docker is None, True,
-            "usable" if f.docker is None else f.docker, setup_hint),
+        Row("docker", "docker engine (container members)", f.docker is None, "docker" in f.asked,
+            "usable" if f.docker is None else f.docker, _with(setup_hint, "docker")),
     ]
     return out
 
@@ -66,8 +82,9 @@ def exit_code(found: list[Row]) -> int:
     return 3 if any(r.needed and not r.present for r in found) else 0
 
 
-def facts() -> Facts:
-    """This machine's facts (probes this kernel as root; without root the guest's need is unknown)."""
+def facts(asked: tuple[str, ...] = ("core",)) -> Facts:
+    """This machine's facts (probes this kernel as root; without root the guest's need is unknown);
+    `asked`: the parts that must be here."""
     from kpemu import system
     from kpemu.docker.engine import why_unavailable
     from kpemu.kernel.probe import GUEST_FEATURES
@@ -90,6 +107,8 @@ def facts() -> Facts:
     except ImportError:
         have_virtme = False
     kernel = find_kernel()
-    return Facts(tuple(system.missing_packages()), need, why, have_virtme, find_tool("vng") is not None,
+    missing = set(system.missing_packages())
+    by_part = {part: tuple(p for p in system.packages(parts=(part,)) if p in missing) for part in system.PARTS}
+    return Facts(by_part, need, why, have_virtme, find_tool("vng") is not None,
                  find_tool("qemu-system-x86_64") is not None,
-                 None if kernel is None else f"{kernel.version} ({kernel.origin})", why_unavailable())
+                 None if kernel is None else f"{kernel.version} ({kernel.origin})", why_unavailable(), asked)

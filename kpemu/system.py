@@ -13,11 +13,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-DEBS = ("iproute2", "iptables", "ipset", "ipvsadm", "tcpdump", "conntrack", "ethtool", "nftables", "nfacct", "kmod",
-        "procps", "util-linux", "python3-venv", "qemu-system-x86", "busybox-static", "file", "tshark",
-        "bpftrace")  # bpftrace: the kernel's drop reasons (kernel/drops.py)
-# The browser that renders report.html in the tests: Debian packages Chromium; on Ubuntu `chromium` is
-# a snap stub apt cannot install, and GitHub's Ubuntu runners ship Google Chrome instead.
+# The Debian packages of each part kpemu can use. `kpemu setup` installs the core, and the other parts
+# when asked (--with PART, --all); `make setup` installs every part, which the test suite uses.
+PARTS: dict[str, tuple[str, ...]] = {
+    "core": ("iproute2", "iptables", "ipset", "ipvsadm", "tcpdump", "conntrack", "ethtool", "nftables", "nfacct",
+             "kmod", "procps", "util-linux", "python3-venv", "file"),
+    "drops": ("bpftrace",),  # the kernel's drop reasons per packet (kernel/drops.py; tracefs does without)
+    "guest": ("qemu-system-x86", "busybox-static"),  # the guest runtime (and `kpemu vm setup`'s kernel)
+    "wireshark": ("tshark",),  # the run's pcapng read back in the tests, tshark in the reports' commands
+    "browser": (),  # report.html rendered in a real browser (the tests): see BROWSER_DEBS
+    "docker": (),  # container members: docker.io where no engine is installed (see `packages`)
+}
+OPTIONAL = tuple(p for p in PARTS if p != "core")
+# The browser: Debian packages Chromium; on Ubuntu `chromium` is a snap stub apt cannot install, and
+# GitHub's Ubuntu runners ship Google Chrome instead.
 BROWSER_DEBS = {"debian": ("chromium",), "ubuntu": ()}
 
 
@@ -33,11 +42,25 @@ def distribution(os_release: str | None = None) -> str:
     return next((i for i in ids if i in BROWSER_DEBS), "debian")
 
 
-def packages(distro: str | None = None) -> tuple[str, ...]:
-    """The packages `make setup` installs on this distribution (or on `distro`); docker.io (a dockerd for
-    container members) only where no docker engine is installed already (docker-ce, moby)."""
-    engine = () if shutil.which("dockerd") else ("docker.io",)
-    return DEBS + BROWSER_DEBS[distro or distribution()] + engine
+def packages(distro: str | None = None, parts: tuple[str, ...] = tuple(PARTS)) -> tuple[str, ...]:
+    """The packages of `parts` (default: every part, as `make setup` installs) on this distribution (or
+    on `distro`); docker.io (a dockerd for container members) only where no docker engine is installed
+    already (docker-ce, moby)."""
+    extra = {"browser": BROWSER_DEBS[distro or distribution()],
+             "docker": () if shutil.which("dockerd") else ("docker.io",)}
+    return tuple(p for part in parts for p in PARTS[part] + extra.get(part, ()))
+
+
+def parts_asked(with_: str | None, everything: bool) -> tuple[str, ...]:
+    """The parts `kpemu setup --with A,B` (or `--all`) means: the core and those; ValueError naming an
+    unknown one."""
+    if everything:
+        return tuple(PARTS)
+    asked = [p.strip() for p in (with_ or "").split(",") if p.strip()]
+    unknown = [p for p in asked if p not in OPTIONAL]
+    if unknown:
+        raise ValueError(f"no part {unknown[0]!r}; the parts are {', '.join(OPTIONAL)}")
+    return ("core", *dict.fromkeys(asked))
 # wireshark-common asks whether non-root users may capture: no (kpemu captures with tcpdump, as root)
 DEBCONF = "wireshark-common wireshark-common/install-setuid boolean false"
 
@@ -79,10 +102,10 @@ def python_hint(package: str) -> str:
             "system": f"pip install '{package}'"}[how_installed()]
 
 
-def missing_packages() -> list[str]:
-    """The packages of `packages()` that are not installed (all of them when dpkg is absent)."""
+def missing_packages(parts: tuple[str, ...] = tuple(PARTS)) -> list[str]:
+    """The packages of `parts` that are not installed (all of them when dpkg is absent)."""
     missing = []
-    for p in packages():
+    for p in packages(parts=parts):
         res = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True, check=False) \
             if shutil.which("dpkg-query") else None
         if res is None or "install ok installed" not in res.stdout:
@@ -103,5 +126,5 @@ def install_packages(packages: list[str]) -> None:
     subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], check=True, env=env)
 
 
-if __name__ == "__main__":  # scripts/setup.sh: the package list one a line, or the debconf answer
+if __name__ == "__main__":  # scripts/setup.sh: every part's packages one a line, or the debconf answer
     print(DEBCONF if sys.argv[1:] == ["debconf"] else "\n".join(packages(*sys.argv[1:2])))

@@ -38,7 +38,7 @@ if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, a
    || [ pyproject.toml -nt .venv/.kpemu-setup-done ]; then
   echo "setup: installing kpemu (editable) and its Python dependencies into .venv"
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e '.[vm,dev]'
+  .venv/bin/pip install -q -e '.[vm,docker,dev]'
 fi
 
 # The guest kernel (only downloaded when this kernel lacks what some scenario needs).

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kpemu.cli.base import add_command, add_node, add_output, add_topology, emit
+from kpemu.cli.base import Parser, add_command, add_node, add_output, add_topology, emit
 from kpemu.cli.complete import attach, yaml_or_example
 from kpemu.errors import InputError, Problem
 
@@ -89,6 +90,15 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_examples_copy(args: argparse.Namespace) -> int:
+    from kpemu.examples import copy_examples
+
+    files = copy_examples(Path(args.dest))
+    print(f"copied {len(files)} files into {args.dest}: its scenarios/, topologies/ and schemas/ "
+          f"(e.g. kpemu validate {Path(args.dest) / 'scenarios'}/*.yaml)")
+    return 0
+
+
 def cmd_examples(args: argparse.Namespace) -> int:
     from kpemu.examples import examples
 
@@ -141,6 +151,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = add_command(sub, "examples", "the example topologies and scenarios shipped with kpemu",
                     ["kpemu examples", "kpemu validate example:nodeport-ipvs",
-                     "sudo kpemu run example:nodeport-iptables --out runs/np"])
+                     "sudo kpemu run example:nodeport-iptables --out runs/np",
+                     "kpemu examples copy ./kpemu-examples   # a copy to edit (and to --update-goldens)"])
     add_output(s)
     s.set_defaults(func=cmd_examples)
+    esub = s.add_subparsers(dest="examples_command", parser_class=Parser)
+    c = add_command(esub, "copy", "copy the shipped scenarios, topologies and schemas into a directory to edit",
+                    ["kpemu examples copy ./kpemu-examples"])
+    c.add_argument("dest", metavar="DIR", help="where to copy them (new, or without those files)")
+    c.set_defaults(func=cmd_examples_copy)

@@ -18,7 +18,7 @@ from kpemu.errors import EnvironmentProblem
 if TYPE_CHECKING:
     import docker
 
-SDK_FIX = "make setup (installs the docker SDK for Python), or pip install 'docker>=7'"
+SDK_FIX = "make setup (installs the docker SDK for Python), or pip install 'kpemu[docker]'"
 
 
 def sdk() -> ModuleType:

@@ -36,12 +36,34 @@ def _summary(path: Path) -> str:
 
 
 def examples() -> list[Example]:
-    """Every shipped scenario, then every shipped topology, by name."""
+    """Every shipped scenario (the fault scenarios as `faults/NAME`), then every shipped topology, by name."""
     out = []
-    for kind, sub in (("scenario", "scenarios"), ("topology", "topologies")):
+    for kind, sub, prefix in (("scenario", "scenarios", ""), ("scenario", "scenarios/faults", "faults/"),
+                              ("topology", "topologies", "")):
         for p in sorted((ROOT / sub).glob("*.yaml")):
-            out.append(Example(p.stem, kind, p, _summary(p)))
+            out.append(Example(prefix + p.stem, kind, p, _summary(p)))
     return out
+
+
+# What `examples copy` writes: the shipped directories, laid out as in the repository so that a
+# scenario's `topology: ../topologies/x.yaml` and its golden/ folder resolve from the copy.
+SHIPPED = ("scenarios", "topologies", "schemas")
+
+
+def copy_examples(dest: Path) -> list[Path]:
+    """Copy the shipped scenarios (with their goldens), topologies and schemas into `dest` (created; an
+    existing file is never overwritten: InputError naming it); the files written."""
+    import shutil
+
+    pairs = [(p, dest / sub / p.relative_to(ROOT / sub)) for sub in SHIPPED
+             for p in sorted((ROOT / sub).rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    clash = next((d for _, d in pairs if d.exists()), None)
+    if clash is not None:
+        raise InputError(f"kpemu examples copy: {clash} exists; copy into a new or empty directory")
+    for src, dst in pairs:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+    return [d for _, d in pairs]
 
 
 def resolve(ref: str | Path) -> Path:
@@ -70,6 +92,8 @@ def refuse_writes_inside_package(paths: list[str], what: str) -> None:
     inside = [p for p in paths if inside_package(p)]
     if inside:
         first = Path(inside[0])
+        rel = first.resolve().relative_to(ROOT.resolve()) if first.resolve().is_relative_to(ROOT.resolve()) \
+            else Path(first.parent.name) / first.name
         raise InputError(f"{what} would rewrite files inside the installed kpemu package ({first.resolve()}); "
-                         f"copy the examples first: cp -rL {ROOT} ./kpemu-examples, then run "
-                         f"./kpemu-examples/{first.parent.name}/{first.name} with {what}")
+                         f"copy the examples first: kpemu examples copy ./kpemu-examples, then run "
+                         f"./kpemu-examples/{rel} with {what}")

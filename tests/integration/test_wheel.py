@@ -47,6 +47,9 @@ def test_wheel_installs_a_working_kpemu_outside_the_checkout(tmp_path: Path) -> 
     assert _run([kpemu, "--version"], work).stdout.strip() == f"kpemu {wheel.name.split('-')[1]}"
     listed = _run([kpemu, "examples"], work).stdout
     assert "example:nodeport-ipvs" in listed and "example:calico-ipip" in listed
+    assert "example:faults/mtu-mismatch" in listed  # the fault scenarios come with the wheel too
+    assert _run([kpemu, "validate", "example:faults/mtu-mismatch"], work).stdout.splitlines()[-1] == \
+        "1 of 1 file(s) valid"
     out = _run([kpemu, "validate", "example:nodeport-ipvs"], work).stdout
     assert out.splitlines() == ["example:nodeport-ipvs: ok (scenario)", "1 of 1 file(s) valid"]
     # the first line's relative $schema resolves inside the installed package
@@ -61,12 +64,13 @@ def test_wheel_installs_a_working_kpemu_outside_the_checkout(tmp_path: Path) -> 
     refused = subprocess.run([kpemu, "run", "example:nodeport-iptables", "--update-goldens"], cwd=work, env=env,
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2, refused.stderr
-    package = scenario.parent.parent
     assert " ".join(refused.stderr.split()) == (
         f"--update-goldens would rewrite files inside the installed kpemu package ({scenario.parent}/"
-        f"nodeport-iptables.yaml); copy the examples first: cp -rL {package} ./kpemu-examples, then run "
+        "nodeport-iptables.yaml); copy the examples first: kpemu examples copy ./kpemu-examples, then run "
         "./kpemu-examples/scenarios/nodeport-iptables.yaml with --update-goldens")
     assert sorted((p, p.stat().st_mtime_ns) for p in scenario.parent.rglob("*") if p.is_file()) == before
-    subprocess.run(["cp", "-rL", str(package), str(work / "kpemu-examples")], check=True)
-    copied = _run([kpemu, "validate", "./kpemu-examples/scenarios/nodeport-iptables.yaml"], work).stdout
-    assert copied.splitlines()[-1] == "1 of 1 file(s) valid"
+    _run([kpemu, "examples", "copy", "./kpemu-examples"], work)
+    copied = _run([kpemu, "validate", "./kpemu-examples/scenarios/nodeport-iptables.yaml",
+                   "./kpemu-examples/scenarios/faults/mtu-mismatch.yaml"], work).stdout
+    assert copied.splitlines()[-1] == "2 of 2 file(s) valid"
+    assert (work / "kpemu-examples" / "scenarios" / "nodeport-iptables" / "golden").is_dir()

@@ -84,3 +84,18 @@ def test_completion_offers_examples_files_and_nodes(tmp_path: object) -> None:
     assert _complete("kpemu rules -t topologies/flannel", tmp_path) == ["topologies/flannel-vxlan.yaml"]
     assert _complete("kpemu rules topologies/calico-ipip.yaml --node ", tmp_path) == ["node1", "node2"]
     assert _complete("kpemu trace -t nowhere.yaml --node ", tmp_path) == []
+
+
+def test_examples_copy_lays_the_files_out_as_the_repository_does(tmp_path: object) -> None:
+    from pathlib import Path
+
+    dest = Path(str(tmp_path)) / "ex"
+    r = kpemu("examples", "copy", str(dest))
+    assert r.returncode == 0, r.stderr
+    assert (dest / "scenarios" / "nodeport-iptables" / "golden").is_dir()
+    v = kpemu("validate", str(dest / "scenarios" / "nodeport-iptables.yaml"),
+              str(dest / "scenarios" / "faults" / "mtu-mismatch.yaml"))
+    assert v.stdout.splitlines()[-1] == "2 of 2 file(s) valid", v.stderr
+    again = kpemu("examples", "copy", str(dest))
+    assert again.returncode == 2 and "exists; copy into a new or empty directory" in again.stderr
+    assert "example:faults/mtu-mismatch" in kpemu("examples").stdout
