@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kpemu.controlplane.procs import in_use, stop_recorded
 from kpemu.errors import EnvironmentProblem, InputError, KpemuError
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.inspect import describe_netns
@@ -131,6 +132,7 @@ def destroy(lab: str) -> Removal:
                 out.namespaces.append(ns)
         elif nsmod.netns_exists(ns):
             out.left[ns] = f"marked {who}" if who else "not marked by kpemu"
+    out.killed += stop_recorded(scratch_dir(lab))  # its control plane, whoever started it
     out.files = _remove_files(scratch_dir(lab), state_path(lab))
     return out
 
@@ -165,7 +167,15 @@ def destroy_all() -> Removal:
         elif nsmod.delete_netns(ns):
             out.namespaces.append(ns)
     scratch = sorted(STATE_DIR.glob("*.d")) if STATE_DIR.is_dir() else []
-    out.files += _remove_files(*(d for d in scratch if d.name[:-2] not in busy))
+    for d in scratch:  # a lab's scratch left without its state file (a control plane started before it)
+        lab = d.name[:-2]
+        if lab in busy:
+            continue
+        if (user := in_use(d)) is not None:
+            out.busy[lab] = f"kpemu pid {parse_token(user)} (its control plane)"
+            continue
+        out.killed += stop_recorded(d)
+        out.files += _remove_files(d)
     return out
 
 
