@@ -166,8 +166,15 @@ def destroy_all() -> Removal:
             out.left[ns] = f"marked {who}, in use"
         elif nsmod.delete_netns(ns):
             out.namespaces.append(ns)
-    scratch = sorted(STATE_DIR.glob("*.d")) if STATE_DIR.is_dir() else []
-    for d in scratch:  # a lab's scratch left without its state file (a control plane started before it)
+    sweep_scratch(out, set(busy))
+    return out
+
+
+def sweep_scratch(out: Removal, busy: set[str]) -> None:
+    """Remove every lab's scratch directory but the busy labs' (also one left without its state file:
+    a control plane started before the lab), stopping the processes its pid files name; one whose
+    control plane a live kpemu process uses is left alone."""
+    for d in sorted(STATE_DIR.glob("*.d")) if STATE_DIR.is_dir() else []:
         lab = d.name[:-2]
         if lab in busy:
             continue
@@ -176,7 +183,6 @@ def destroy_all() -> Removal:
             continue
         out.killed += stop_recorded(d)
         out.files += _remove_files(d)
-    return out
 
 
 def labs() -> list[str]:
