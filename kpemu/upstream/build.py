@@ -45,9 +45,12 @@ def _locked(say: Progress) -> Iterator[None]:
         yield
 
 
-def wrapper_module(release: Release, say: Progress) -> Path:
-    """The release's wrapper module, made (and tidied) unless it already is; its directory."""
-    src = store.src_dir(release.tag)
+def wrapper_module(release: Release, program: str, say: Progress) -> Path:
+    """The wrapper module that builds `program` of `release` (its go.mod made from the release's, its
+    main package, tidied), made unless it already is; its directory. One module per program, so a
+    program's build needs only the modules that program imports (an old release's kube-apiserver may
+    need modules the proxy no longer serves while its kube-proxy builds)."""
+    src = store.src_dir(release.tag) / program
     stamp = src / ".tidy-done"
     if stamp.exists():
         return src
@@ -57,14 +60,12 @@ def wrapper_module(release: Release, say: Progress) -> Path:
     mod = gomod.parse(mod_file.read_text(), str(mod_file))
     src.mkdir(parents=True, exist_ok=True)
     (src / "go.mod").write_text(gomod.wrapper(release, mod))
-    for program in gomod.PROGRAMS:
-        (src / program).mkdir(exist_ok=True)
-        (src / program / "main.go").write_text(gomod.MAIN_GO[program])
+    (src / "main.go").write_text(gomod.MAIN_GO[program])
     (src / "release.json").write_text(json.dumps({"release": release.tag, "time": _release_time(info),
                                                   "etcd": gomod.etcd_version(mod), "go": mod.go}) + "\n")
-    say(f"{release.tag}: wrapper module with {len(mod.staging)} staging replaces in {src}; "
+    say(f"{release.tag}: {program}'s wrapper module with {len(mod.staging)} staging replaces in {src}; "
         "resolving its modules (go mod tidy)")
-    gotool.run(["mod", "tidy"], src, f"resolving the modules of Kubernetes {release.tag}")
+    gotool.run(["mod", "tidy"], src, f"resolving the modules {program} of Kubernetes {release.tag} needs")
     stamp.write_text("")
     return src
 
@@ -102,9 +103,9 @@ def build_program(release: Release, program: str, say: Progress) -> tuple[store.
     with _locked(say):
         if (have := store.read_built(target)) is not None:  # another build made it while this one waited
             return have, False
-        src = wrapper_module(release, say)
+        src = wrapper_module(release, program, say)
         meta = json.loads((src / "release.json").read_text())
-        total = gotool.package_count(src, f"./{program}")
+        total = gotool.package_count(src, ".")
         cold = not store.gocache().is_dir() or not any(store.gocache().glob("??/*"))
         label = f"{program} {release.tag}" + (f" (etcd {meta['etcd']})" if program == "etcd" else "")
         say(f"{label}: compiling up to {total} packages (nice, one at a time; GOCACHE {store.gocache()})")
@@ -117,7 +118,7 @@ def build_program(release: Release, program: str, say: Progress) -> tuple[store.
 
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{program}.partial")
-        seconds = gotool.build(src, f"./{program}", tmp, gomod.ldflags(release, meta["time"]), heard)
+        seconds = gotool.build(src, ".", tmp, gomod.ldflags(release, meta["time"]), heard)
         version = _stamped_version(tmp, program)
         if version != _expected_version(program, release, meta):
             raise EnvironmentProblem(f"the {program} built from {release.tag} says {version!r} to --version, not "

@@ -8,8 +8,9 @@ every staging module the release's go.mod names with its published version (v0.3
 also those kube-proxy never imports: loading the module graph reads their go.mod files. The list
 changes between minors, so it is read from the release's go.mod, never written down here.
 
-The wrapper holds three main packages of its own, each what upstream's main.go holds: kube-proxy and
-kube-apiserver (cmd/*/app), and etcd (etcdmain, at the version the release's go.mod pins).
+Each program gets a wrapper of its own whose main package is what upstream's main.go holds:
+kube-proxy and kube-apiserver (cmd/*/app), and etcd (etcdmain, at the version the release's go.mod
+pins, through k8s.io/kubernetes's requirements).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     $KPEMU_CACHE/upstream/            (KPEMU_CACHE unset: /var/cache/kpemu/upstream, beside kernels/)
         go/mod/                       GOMODCACHE: the module proxy's downloads, reused by every build
         go/build/                     GOCACHE: compiled packages, so a rebuild takes seconds
-        src/v1.36.3/                  the generated wrapper module of that release (go.mod, go.sum, */main.go)
+        src/v1.36.3/kube-proxy/       the generated wrapper module of that release's program (go.mod, go.sum, main.go)
         bin/v1.36.3/kube-proxy        a binary, and beside it kube-proxy.json: its manifest
         build.lock                    held while a build runs (one build at a time on this machine)
 
@@ -36,7 +36,7 @@ def gocache() -> Path:
 
 
 def src_dir(tag: str) -> Path:
-    """The wrapper module of release `tag` (v1.36.3)."""
+    """The wrapper modules of release `tag` (v1.36.3), one directory per program."""
     return root() / "src" / tag
 
 

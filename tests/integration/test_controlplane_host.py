@@ -88,7 +88,7 @@ def test_a_control_plane_serves_the_topology_and_leaves_nothing_after_a_kill(tmp
         web = client.get("/api/v1/namespaces/default/services/web")
         assert web["spec"]["clusterIP"] == "10.96.0.10"
         assert [(p["port"], p["targetPort"], p["nodePort"]) for p in web["spec"]["ports"]] == [(80, 80, 30080)]
-        assert web["status"]["loadBalancer"]["ingress"] == [{"ip": "192.168.1.240"}]
+        assert web["status"]["loadBalancer"]["ingress"] == [{"ip": "192.168.1.240", "ipMode": "VIP"}]  # defaulted
         db_slice = client.get("/apis/discovery.k8s.io/v1/namespaces/data/endpointslices/db-kpemu-0")
         assert db_slice["metadata"]["labels"] == {"kubernetes.io/service-name": "db",
                                                   "endpointslice.kubernetes.io/managed-by": "kpemu"}

@@ -37,9 +37,9 @@ def test_kube_proxy_is_built_into_a_fresh_cache_stamped_and_reused(tmp_path: Pat
     res = kpemu("upstream", "build", RELEASE, "--no-control-plane", env=env)
     assert res.returncode == 0, res.stderr + res.stdout
     binary = tmp_path / "upstream" / "bin" / f"v{RELEASE}" / "kube-proxy"
-    assert f"v{RELEASE}: wrapper module with" in res.stdout
+    assert f"v{RELEASE}: kube-proxy's wrapper module with" in res.stdout
     assert f"kube-proxy v{RELEASE}: built in" in res.stdout
-    go_mod = (tmp_path / "upstream" / "src" / f"v{RELEASE}" / "go.mod").read_text()
+    go_mod = (tmp_path / "upstream" / "src" / f"v{RELEASE}" / "kube-proxy" / "go.mod").read_text()
     assert f"require k8s.io/kubernetes v{RELEASE}" in go_mod
     assert f"\tk8s.io/client-go => k8s.io/client-go v0.{RELEASE.split('.', 1)[1]}\n" in go_mod
 
