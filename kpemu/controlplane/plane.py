@@ -12,6 +12,7 @@ the kpemu process that started it was killed.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -62,12 +63,13 @@ class ControlPlane:
         return self.client.server
 
     def stop(self) -> None:
-        """Stop the API server, then etcd, and remove the state directory."""
+        """Stop the API server, then etcd, and remove the state directory (and the lab's scratch
+        directory when nothing else is in it)."""
         for p in reversed(self.procs):
             procs.stop(p)
-        import shutil
-
         shutil.rmtree(self.layout.root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.layout.root.parent.rmdir()
 
 
 def _wait_ready(cp: ControlPlane, limit: float) -> None:
