@@ -62,14 +62,23 @@ class ControlPlane:
     def server(self) -> str:
         return self.client.server
 
+    def stop_processes(self) -> None:
+        """Stop the API server, then etcd."""
+        for p in reversed(self.procs):
+            procs.stop(p)
+        self.procs.clear()
+
     def stop(self) -> None:
         """Stop the API server, then etcd, and remove the state directory (and the lab's scratch
         directory when nothing else is in it)."""
-        for p in reversed(self.procs):
-            procs.stop(p)
-        shutil.rmtree(self.layout.root, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            self.layout.root.parent.rmdir()
+        self.stop_processes()
+        _remove(self.layout)
+
+
+def _remove(layout: flags.Layout) -> None:
+    shutil.rmtree(layout.root, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        layout.root.parent.rmdir()
 
 
 def _wait_ready(cp: ControlPlane, limit: float) -> None:
@@ -94,6 +103,9 @@ def _wait_ready(cp: ControlPlane, limit: float) -> None:
         time.sleep(0.2)  # the poll interval: readiness is what ends the wait
 
 
+PORT_TRIES = 3  # a port chosen free may be taken before etcd or the API server binds it: choose again
+
+
 def start(lab: str, topo: Topology, binaries: dict[str, Path], say: Callable[[str], None],
           ready_limit: float = READY_LIMIT) -> ControlPlane:
     """Start etcd and kube-apiserver for `lab` and wait until the API server is ready."""
@@ -102,25 +114,44 @@ def start(lab: str, topo: Topology, binaries: dict[str, Path], say: Callable[[st
     layout.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     procs.record_owner(layout.root, my_token())
     t0 = time.monotonic()
-    token = pki.make(layout)
-    ports = flags.Ports(*free_ports(3))
-    cp = ControlPlane(lab, layout, Client(f"https://{flags.HOST}:{ports.apiserver}", token, layout.serving_cert),
-                      ports, service_cidr)
     try:
-        say(f"control plane: etcd on {flags.HOST}:{ports.etcd_client}, kube-apiserver on {cp.server} "
-            f"(services {service_cidr}, NodePorts {topo.kubeProxy.nodePortRange})")
-        cp.procs.append(procs.start("etcd", flags.etcd_argv(binaries["etcd"], layout, ports), layout.log("etcd"),
-                                    layout.pidfile("etcd")))
-        cp.procs.append(procs.start("kube-apiserver", flags.apiserver_argv(
-            binaries["kube-apiserver"], layout, ports, service_cidr, topo.kubeProxy.nodePortRange),
-            layout.log("kube-apiserver"), layout.pidfile("kube-apiserver")))
-        _wait_ready(cp, ready_limit)
+        token = pki.make(layout)
+        for attempt in range(1, PORT_TRIES + 1):
+            ports = flags.Ports(*free_ports(3))
+            cp = ControlPlane(lab, layout, Client(f"https://{flags.HOST}:{ports.apiserver}", token,
+                                                  layout.serving_cert), ports, service_cidr)
+            try:
+                _launch(cp, topo, binaries, say, ready_limit)
+                break
+            except EnvironmentProblem as e:
+                cp.stop_processes()
+                if "address already in use" not in str(e) or attempt == PORT_TRIES:
+                    raise
+                shutil.rmtree(layout.etcd_data, ignore_errors=True)
+                say(f"control plane: a port was taken before it was bound; choosing again ({e.reason[:80]})")
     except BaseException:
-        cp.stop()
+        _remove(layout)  # the processes of the attempt that failed are stopped already
         raise
     cp.seconds_to_ready = time.monotonic() - t0
     say(f"control plane: ready in {cp.seconds_to_ready:.1f}s")
     return cp
+
+
+def _launch(cp: ControlPlane, topo: Topology, binaries: dict[str, Path], say: Callable[[str], None],
+            ready_limit: float) -> None:
+    layout, ports = cp.layout, cp.ports
+    say(f"control plane: etcd on {flags.HOST}:{ports.etcd_client}, kube-apiserver on {cp.server} "
+        f"(services {cp.service_cidr}, NodePorts {topo.kubeProxy.nodePortRange})")
+    try:
+        cp.procs.append(procs.start("etcd", flags.etcd_argv(binaries["etcd"], layout, ports), layout.log("etcd"),
+                                    layout.pidfile("etcd")))
+        cp.procs.append(procs.start("kube-apiserver", flags.apiserver_argv(
+            binaries["kube-apiserver"], layout, ports, cp.service_cidr, topo.kubeProxy.nodePortRange),
+            layout.log("kube-apiserver"), layout.pidfile("kube-apiserver")))
+        _wait_ready(cp, ready_limit)
+    except BaseException:
+        cp.stop_processes()
+        raise
 
 
 @contextlib.contextmanager

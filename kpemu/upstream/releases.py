@@ -39,9 +39,10 @@ class Release:
         return f"{self.major}.{self.minor}.{self.patch}"
 
 
-# The oldest minor whose kube-proxy kpemu has built here and run (`kube-proxy --version`): 1.29.6, the
-# oldest 1.2x release the module proxy serves. Before 1.29 the proxy serves only v1.13.0, whose go.mod
-# predates the staging-module layout this build relies on. Releases of an older minor are refused.
+# The oldest minor whose kube-proxy kpemu has built here and run (`kube-proxy --version` said
+# `Kubernetes v1.29.6`): 1.29.6 is the oldest release but one the module proxy serves; the other,
+# v1.13.0, had no go.mod (the proxy's holds only its module line), so no staging module to replace
+# and nothing to build from. Releases of an older minor are refused.
 OLDEST_BUILDABLE = Release(1, 29, 0)
 
 
