@@ -103,10 +103,10 @@ def build_program(release: Release, program: str, say: Progress) -> tuple[store.
     with _locked(say):
         if (have := store.read_built(target)) is not None:  # another build made it while this one waited
             return have, False
+        cold = not store.gocache().is_dir() or not any(store.gocache().glob("??/*"))  # before any go command
         src = wrapper_module(release, program, say)
         meta = json.loads((src / "release.json").read_text())
         total = gotool.package_count(src, ".")
-        cold = not store.gocache().is_dir() or not any(store.gocache().glob("??/*"))
         label = f"{program} {release.tag}" + (f" (etcd {meta['etcd']})" if program == "etcd" else "")
         say(f"{label}: compiling up to {total} packages (nice, one at a time; GOCACHE {store.gocache()})")
         last = [time.monotonic()]
