@@ -90,7 +90,7 @@ def read_built(binary: Path) -> Built | None:
 
 
 def all_built() -> list[Built]:
-    """Every binary in the cache, by release then program."""
+    """Every binary in the cache, by release (in number order) then program."""
     bins = root() / "bin"
     if not bins.is_dir():
         return []
@@ -99,4 +99,8 @@ def all_built() -> list[Built]:
         built = read_built(manifest.with_suffix(""))
         if built is not None:
             found.append(built)
-    return found
+    return sorted(found, key=lambda b: (_number(b.release), b.program))
+
+
+def _number(tag: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else -1 for p in tag.lstrip("v").split("."))

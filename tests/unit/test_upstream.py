@@ -215,3 +215,13 @@ def test_building_a_release_older_than_the_oldest_buildable_exits_2_naming_it(
 def test_building_a_word_that_is_no_release_exits_2(cache: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["upstream", "build", "newest"]) == 2
     assert "release 'newest': not a Kubernetes release" in capsys.readouterr().err
+
+
+def test_status_lists_releases_in_number_order(cache: Path) -> None:
+    for tag in ("v1.37.2", "v1.9.11", "v1.29.6"):
+        binary = store.bin_path(tag, "kube-proxy")
+        binary.parent.mkdir(parents=True)
+        binary.write_bytes(b"x")
+        store.write_manifest(store.Built("kube-proxy", tag, f"Kubernetes {tag}", str(binary), 1, "go1.26.8", 1.0,
+                                         "2026-12-02T14:00:00Z", False))
+    assert [b.release for b in store.all_built()] == ["v1.9.11", "v1.29.6", "v1.37.2"]
