@@ -4,6 +4,8 @@
     /run/netns/kp-probe-...       a start-up probe's throwaway namespace
     /run/kpemu/labs/<lab>.json    the lab's state file: its namespaces, written before the first exists
     /run/kpemu/labs/<lab>.d/      the lab's scratch files (trace monitor output while a flow runs)
+    /run/kpemu/labs/<lab>.d/controlplane/  its etcd and kube-apiserver (kpemu/controlplane): data,
+                                  secrets, logs, and pid files that `destroy` stops
     /run/kpemu/labs/probe/<ns>    a start-up probe namespace, recorded before it is created
 
 /run is a tmpfs like /run/netns, so records and namespaces vanish together at reboot. Because the

@@ -13,11 +13,11 @@ import sys
 from collections.abc import Sequence
 
 from kpemu import __version__
-from kpemu.cli import clustercmds, labcmds, offline, runcmd, runscmd, setupcmd, vmcmds
+from kpemu.cli import clustercmds, labcmds, offline, runcmd, runscmd, setupcmd, upstreamcmds, vmcmds
 from kpemu.cli.base import Parser, add_command, merge_topology
 from kpemu.errors import InputError, KpemuError
 
-COMMANDS = (offline, clustercmds, labcmds, vmcmds, runcmd, runscmd, setupcmd)
+COMMANDS = (offline, clustercmds, labcmds, vmcmds, runcmd, runscmd, setupcmd, upstreamcmds)
 EPILOG = """examples:
   kpemu examples                                   the shipped topologies and scenarios
   kpemu validate example:nodeport-ipvs             check a file (or every file given)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kpemu.controlplane.procs import in_use, stop_recorded
 from kpemu.errors import EnvironmentProblem, InputError, KpemuError
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.inspect import describe_netns
@@ -131,6 +132,7 @@ def destroy(lab: str) -> Removal:
                 out.namespaces.append(ns)
         elif nsmod.netns_exists(ns):
             out.left[ns] = f"marked {who}" if who else "not marked by kpemu"
+    out.killed += stop_recorded(scratch_dir(lab))  # its control plane, whoever started it
     out.files = _remove_files(scratch_dir(lab), state_path(lab))
     return out
 
@@ -164,9 +166,23 @@ def destroy_all() -> Removal:
             out.left[ns] = f"marked {who}, in use"
         elif nsmod.delete_netns(ns):
             out.namespaces.append(ns)
-    scratch = sorted(STATE_DIR.glob("*.d")) if STATE_DIR.is_dir() else []
-    out.files += _remove_files(*(d for d in scratch if d.name[:-2] not in busy))
+    sweep_scratch(out, set(busy))
     return out
+
+
+def sweep_scratch(out: Removal, busy: set[str]) -> None:
+    """Remove every lab's scratch directory but the busy labs' (also one left without its state file:
+    a control plane started before the lab), stopping the processes its pid files name; one whose
+    control plane a live kpemu process uses is left alone."""
+    for d in sorted(STATE_DIR.glob("*.d")) if STATE_DIR.is_dir() else []:
+        lab = d.name[:-2]
+        if lab in busy:
+            continue
+        if (user := in_use(d)) is not None:
+            out.busy[lab] = f"kpemu pid {parse_token(user)} (its control plane)"
+            continue
+        out.killed += stop_recorded(d)
+        out.files += _remove_files(d)
 
 
 def labs() -> list[str]:

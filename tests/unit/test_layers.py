@@ -35,10 +35,13 @@ FORBIDDEN = {
     "jobs": {"runtimes", "pipeline", "cli"},
     "docker": {"runtimes", "pipeline", "cli"},
     "runtimes": {"pipeline", "cli"},
+    # Upstream binaries are built without the kernel; the control plane runs them on the host.
+    "upstream": KERNEL_SIDE | READERS | {"controlplane", "analyse", "report"},
+    "controlplane": {"runtimes", "pipeline", "cli", "inputs"},
 }
 # What the CLI may import: the pipeline, the runtimes, the pure packages and the light root modules.
 CLI_MAY_IMPORT = {"cli", "pipeline", "runtimes", "model", "plan", "cni", "proxy", "analyse", "report", "dumps",
-                  "k8s", "inputs", "faults", "examples", "errors", "system", "readiness",
+                  "k8s", "inputs", "faults", "examples", "errors", "system", "readiness", "upstream",
                   "__version__"}  # kpemu's own version (`from kpemu import __version__`)
 
 

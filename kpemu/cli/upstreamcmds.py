@@ -1,0 +1,96 @@
+"""`upstream build|status|list`: the real kube-proxy, kube-apiserver and etcd, built from source into kpemu's cache."""
+
+from __future__ import annotations
+
+import argparse
+
+from kpemu.cli.base import Parser, add_command, add_output, emit, human_console, progress
+
+
+def cmd_upstream_build(args: argparse.Namespace) -> int:
+    from kpemu.upstream import build, store
+    from kpemu.upstream.releases import check_buildable, parse_release
+
+    releases = [parse_release(r) for r in args.release]
+    for release in releases:
+        check_buildable(release)
+    con = human_console()
+    done = []
+    with progress(con) as say:
+        if not releases:
+            releases = [build.served()[-1]]
+        for i, release in enumerate(releases):
+            done += build.build(release, say, control_plane=args.control_plane and i == 0)
+    for built, now in done:
+        how = f"built in {built.seconds:.0f}s" + (" (cold cache)" if built.cold else "") if now else "already built"
+        print(f"{built.program:15} {built.version:28} {how:24} {built.size / 1e6:5.0f} MB  {built.path}")
+    print(f"cache: {store.root()}")
+    return 0
+
+
+def cmd_upstream_status(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from kpemu.upstream import store
+
+    built = store.all_built()
+    data = {"cache": str(store.root()), "built": [asdict(b) for b in built]}
+    emit(args, data, _status_text)
+    return 0
+
+
+def _status_text(data: dict) -> str:
+    lines = [f"cache: {data['cache']}"]
+    if not data["built"]:
+        lines.append("nothing built yet (kpemu upstream build RELEASE builds kube-proxy, kube-apiserver and etcd)")
+    for b in data["built"]:
+        lines.append(f"{b['program']:15} {b['release']:9} {b['version']:28} {b['size'] / 1e6:5.0f} MB  "
+                     f"{b['go']:10} built {b['built_at']} in {b['seconds']:.0f}s{' (cold)' if b['cold'] else ''}  "
+                     f"{b['path']}")
+    return "\n".join(lines)
+
+
+def cmd_upstream_list(args: argparse.Namespace) -> int:
+    from kpemu.upstream import build, store
+    from kpemu.upstream.releases import OLDEST_BUILDABLE, buildable
+
+    releases = build.served()
+    ok = set(buildable(releases))
+    have = {b.release for b in store.all_built() if b.program == "kube-proxy"}
+    data = {"oldest_buildable": f"{OLDEST_BUILDABLE.major}.{OLDEST_BUILDABLE.minor}",
+            "releases": [{"release": str(r), "buildable": r in ok, "kube_proxy_built": r.tag in have}
+                         for r in releases]}
+    emit(args, data, _list_text)
+    return 0
+
+
+def _list_text(data: dict) -> str:
+    lines = [f"releases of k8s.io/kubernetes the module proxy serves (oldest buildable: {data['oldest_buildable']}):"]
+    for r in data["releases"]:
+        note = "kube-proxy built" if r["kube_proxy_built"] else "" if r["buildable"] else \
+            f"older than {data['oldest_buildable']}: refused"
+        lines.append(f"  {r['release']:8} {note}".rstrip())
+    return "\n".join(lines)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this module's subcommands."""
+    s = add_command(sub, "upstream", "the real kube-proxy, kube-apiserver and etcd, built from source "
+                                     "into kpemu's cache",
+                    ["kpemu upstream list", "kpemu upstream build 1.36.3", "kpemu upstream status -o json"])
+    usub = s.add_subparsers(dest="upstream_command", required=True, parser_class=Parser)
+    u = add_command(usub, "build", "build kube-proxy of each RELEASE (default: the newest), and kube-apiserver and "
+                                   "etcd of the newest release once; what is built already is reused",
+                    ["kpemu upstream build 1.36.3", "kpemu upstream build 1.36.3 1.37.2 --no-control-plane"])
+    u.add_argument("release", nargs="*", help="MAJOR.MINOR.PATCH, e.g. 1.36.3")
+    u.add_argument("--control-plane", action=argparse.BooleanOptionalAction, default=True,
+                   help="also kube-apiserver and etcd of the newest release (default on)")
+    u.set_defaults(func=cmd_upstream_build)
+    u = add_command(usub, "status", "what is built, where, its version and size",
+                    ["kpemu upstream status", "kpemu upstream status -o json"])
+    add_output(u)
+    u.set_defaults(func=cmd_upstream_status)
+    u = add_command(usub, "list", "the releases the module proxy serves (go list -m -versions k8s.io/kubernetes)",
+                    ["kpemu upstream list", "kpemu upstream list -o json"])
+    add_output(u)
+    u.set_defaults(func=cmd_upstream_list)

@@ -1,0 +1,45 @@
+"""Writing a topology's Kubernetes objects (kpemu/k8s/emit.py) through the API, as a client would, and
+reading them back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kpemu.controlplane.client import ApiError, Client
+from kpemu.errors import EnvironmentProblem
+from kpemu.k8s import emit
+from kpemu.model.topology import Topology
+
+
+def _name(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{obj['kind']} {meta['namespace'] + '/' if meta.get('namespace') else ''}{meta['name']}"
+
+
+def write_topology(client: Client, topo: Topology) -> list[dict[str, Any]]:
+    """Create every object of the topology, then write the load-balancer statuses; the objects as the
+    API server stored them. A refusal names the object and carries the API server's reason."""
+    stored = []
+    for obj in emit.objects(topo):
+        try:
+            stored.append(client.post(emit.collection(obj), obj))
+        except ApiError as e:
+            if obj["kind"] == "Namespace" and e.status == 409:
+                continue
+            raise EnvironmentProblem(f"the API server refused {_name(obj)} of topology {topo.name}: {e.reason}") \
+                from None
+    for status in emit.statuses(topo):
+        path = emit.path_of(status)
+        try:
+            current = client.get(path)
+            current["status"] = status["status"]
+            client.put(path + "/status", current)
+        except ApiError as e:
+            raise EnvironmentProblem(f"the API server refused the load-balancer status of {_name(status)}: "
+                                     f"{e.reason}") from None
+    return stored
+
+
+def read_back(client: Client, topo: Topology) -> dict[str, dict[str, Any]]:
+    """Every object of the topology as the API server now holds it, by `Kind namespace/name`."""
+    return {_name(obj): client.get(emit.path_of(obj)) for obj in emit.objects(topo)}
