@@ -73,6 +73,10 @@ def check_faults(spec: ScenarioSpec, topo: Topology, file: str) -> list[Problem]
         if f.replacement is not None and not kind.replacement:
             takers = " and ".join(k.name for k in FAULTS.values() if k.replacement)
             problems.append(Problem(file, f"{base}.replacement", f"only {takers} has a replacement, not {f.kind}"))
+        if not f.conntrackTool and not kind.conntrack_tool:
+            takers = " and ".join(k.name for k in FAULTS.values() if k.conntrack_tool)
+            problems.append(Problem(file, f"{base}.conntrackTool", f"only {takers} runs kube-proxy's conntrack "
+                                                                   f"cleanup, not {f.kind}"))
         problems += [Problem(file, f"{base}.{key}", msg) for key, msg in kind.check(f, topo)]
         if f.source is not None:
             try:

@@ -29,4 +29,5 @@ class FaultSpec:
     plan: Planner
     features: tuple[str, ...] = ()  # kernel.probe features it needs beyond its lab's
     replacement: bool = False  # whether it takes a replacement pod (`faults[].replacement`)
+    conntrack_tool: bool = False  # whether `faults[].conntrackTool` applies (kube-proxy's UDP conntrack cleanup)
     check: Checker = _no_check

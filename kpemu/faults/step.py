@@ -20,6 +20,8 @@ class FaultStep:
     after: str | None = None  # the flow after which it is applied (None: before the first flow)
     elsewhere: tuple[tuple[str, tuple[str, ...], str | None], ...] = ()  # (netns, argv, stdin) run afterwards
     rules_changed: tuple[str, ...] = ()  # nodes whose kube-proxy rules it re-synced
+    # (netns, plan of kpemu.proxy.ctplan.cleanup): kube-proxy's UDP conntrack cleanup, after `elsewhere`
+    conntrack: tuple[tuple[str, dict], ...] = ()
     # (sysctl path, value) of a kernel-wide setting: set only in a disposable guest, restored after the run
     kernel_wide: tuple[str, str] | None = None
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from kpemu.errors import ApplyError
 from kpemu.kernel.netns import run_in
+from kpemu.proxy.conntrack import NO_ENTRY, parse_entries, stale
 from kpemu.proxy.xtables import RESTORE, SAVE
 
 PROC_SYS = Path("/proc/sys")
@@ -91,7 +92,33 @@ def apply_fault(step: dict[str, Any], backend: str = "nft", in_guest: bool = Fal
     for other, argv, text in step.get("elsewhere") or []:
         _run(other, list(argv), kind, text)
         done.append(f"in {other}: {' '.join(argv)}" + (f" < {len(text.splitlines())} lines" if text else ""))
+    for other, plan in step.get("conntrack") or []:
+        done += [f"in {other}: {line}" for line in conntrack_cleanup(other, plan, kind)]
     return done
+
+
+def _delete(ns: str, argv: list[str], kind: str) -> str:
+    """One `conntrack -D`; "0 flow entries have been deleted" is success, as kube-proxy takes it."""
+    res = run_in(ns, argv)
+    said = (res.stderr + res.stdout).strip()
+    if res.returncode != 0 and NO_ENTRY not in said:
+        raise ApplyError(f"{ns}: fault {kind}: {' '.join(argv)} failed: {said}")
+    last = said.splitlines()[-1] if said else ""
+    return f"{' '.join(argv)}: {last.split('): ', 1)[-1]}"
+
+
+def conntrack_cleanup(ns: str, plan: dict[str, Any], kind: str) -> list[str]:
+    """kube-proxy's UDP conntrack cleanup in one node's namespace, as kpemu.proxy.ctplan planned it:
+    its own conntrack tool commands (before 1.32), or the reconciler (1.32+): the table listed, the
+    stale entries selected as kube-proxy selects them and each deleted with the conntrack tool."""
+    if "commands" in plan:
+        return [f"kube-proxy: {_delete(ns, list(argv), kind)}" for argv in plan["commands"]]
+    if "reconcile" in plan:
+        entries = parse_entries(_run(ns, ["conntrack", "-L", "-p", "udp"], kind))
+        gone = stale(entries, plan["reconcile"])
+        return [f"kube-proxy's conntrack reconciler: {len(entries)} UDP entries listed, {len(gone)} stale"] + \
+            [f"kube-proxy's conntrack reconciler: {_delete(ns, list(e.delete_argv()), kind)}" for e in gone]
+    return [f"kube-proxy: {plan.get('skipped', 'no conntrack cleanup')}"]
 
 
 def apply_faults(steps: list[dict[str, Any]], backend: str = "nft", after: str | None = None,

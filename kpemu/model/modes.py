@@ -12,7 +12,7 @@ from dataclasses import dataclass
 OLDEST_MINOR, NEWEST_MINOR = 10, 37  # kube-proxy releases 1.10 .. 1.37 are modelled (see proxy/versions.py)
 NEWEST_KUBE_PROXY = f"1.{NEWEST_MINOR}"
 # nftables mode (alpha in 1.29) releases kpemu models (kpemu.proxy.nftables.eras).
-OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 36
+OLDEST_NFT_MINOR, NEWEST_NFT_MINOR = 29, 37
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,11 @@ class ModeFacts:
     scheduler: bool = False  # whether kubeProxy.scheduler applies
     config_section: str = "iptables"  # the KubeProxyConfiguration section it reads masqueradeBit/-All from
     service_chains: bool = False  # Services are iptables chains (KUBE-SVC/KUBE-SEP) an iptables-restore re-syncs
+    # nft element comments: the release (1.<minor>) from which kube-proxy cuts them to nft's 128 bytes
+    # (truncateNFTablesComment); None: the mode writes none
+    nft_comments_cut_from: int | None = None
+    # the KubeProxyNFTablesLocalhostNodePorts gate serves loopback nodePortAddresses from a userspace proxy
+    localhost_nodeport_proxy: bool = False
 
     def accepts(self, minor: int) -> bool:
         """Whether kpemu models this mode for release 1.<minor>."""
@@ -38,6 +43,6 @@ MODE_FACTS: dict[str, ModeFacts] = {f.name: f for f in (
     ModeFacts("ipvs", "IPVS", 11, None, "IPVS mode is modelled from kube-proxy 1.11 (GA)", scheduler=True),
     ModeFacts("nftables", "nftables", OLDEST_NFT_MINOR, NEWEST_NFT_MINOR,
               f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} to "
-              f"1.{NEWEST_NFT_MINOR} (1.37 rewrote the single-endpoint DNAT rule, #140723 and #140960, whose "
-              "released text kpemu has not pinned yet)", config_section="nftables"),
+              f"1.{NEWEST_NFT_MINOR}", config_section="nftables", nft_comments_cut_from=37,
+              localhost_nodeport_proxy=True),
 )}

@@ -172,6 +172,9 @@ class Fault(Strict):
     node: str | None = None  # the node it is applied on (every kind but stale-rules)
     pod: str | None = None  # stale-rules, stale-conntrack: the pod that goes away
     replacement: str | None = None  # stale-conntrack: the not-ready pod that becomes ready in its place
+    # stale-conntrack: whether kube-proxy finds the conntrack tool (before 1.32 its UDP cleanup runs it;
+    # 1.32+ uses netlink)
+    conntrackTool: bool = True
     after: str | None = None  # the flow after which it is applied (default: before the first flow)
     mtu: int | None = Field(None, ge=576, le=9000)  # mtu-mismatch: the smaller MTU
     device: str = "eth0"  # mtu-mismatch: the node interface that gets it

@@ -48,6 +48,13 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
 
+class FeatureGates(Strict):
+    """The kube-proxy feature gates that change what it programs (a gate not listed is refused)."""
+
+    # 1.37+ nftables mode (alpha, off by default): reject and count NodePort traffic to 127.0.0.0/8
+    KubeProxyNFTablesLocalhostNodePorts: bool = False
+
+
 class KubeProxy(Strict):
     """kube-proxy settings that change what it programs."""
 
@@ -67,11 +74,12 @@ class KubeProxy(Strict):
     scheduler: Literal["rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"] = "rr"
     nodePortRange: str = "30000-32767"
     backend: Literal["nft", "legacy"] = "nft"  # which iptables binary programs the node
+    featureGates: FeatureGates = Field(default_factory=FeatureGates)
 
     @model_validator(mode="before")
     @classmethod
     def _newest_for_mode(cls, data: Any) -> Any:
-        """No version given: the newest release kpemu models for the mode (nftables stops before 1.37)."""
+        """No version given: the newest release kpemu models for the mode."""
         if isinstance(data, dict) and "version" not in data:
             facts = MODE_FACTS.get(str(data.get("mode", "iptables")))
             if facts is not None and facts.last_minor is not None:

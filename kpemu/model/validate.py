@@ -11,7 +11,7 @@ from kpemu.errors import Problem
 from kpemu.model.limits import Machine, Need, descriptors_needed, limit_problems
 from kpemu.model.modes import MODE_FACTS, NEWEST_MINOR, OLDEST_MINOR
 from kpemu.model.names import NETNS_NAME_MAX, netns_name
-from kpemu.model.topology import Container, Pod, Service, Topology
+from kpemu.model.topology import Container, KubeProxy, Pod, Service, Topology
 
 Net = ipaddress.IPv4Network
 Report = Callable[[str, str], None]
@@ -210,9 +210,45 @@ def _check_kube_proxy(topo: Topology, bad: Report) -> None:
         fix = (f"raise kubeProxy.version to 1.{facts.first_minor}" if kp.minor < facts.first_minor else
                f"lower kubeProxy.version to 1.{facts.last_minor}")
         bad("kubeProxy.mode", f"{facts.releases}; got {kp.version}: {fix} or use mode iptables")
+    _check_feature_gates(kp, bad)
     if kp.scheduler != "rr" and not facts.scheduler:
         bad("kubeProxy.scheduler", "scheduler only applies to mode: "
             + " or ".join(f.name for f in MODE_FACTS.values() if f.scheduler))
+
+
+def _check_feature_gates(kp: KubeProxy, bad: Report) -> None:
+    """A gate exists from the release that added it (an older kube-proxy refuses to start with it:
+    "unrecognized feature gate"); a gate that turns on what kpemu does not model is refused."""
+    if not kp.featureGates.KubeProxyNFTablesLocalhostNodePorts:
+        return
+    path = "kubeProxy.featureGates.KubeProxyNFTablesLocalhostNodePorts"
+    if kp.minor < 37:
+        bad(path, f"the gate exists from kube-proxy 1.37 (alpha); kube-proxy {kp.version} does not start with it: "
+                  "raise kubeProxy.version to 1.37 or remove the gate")
+    elif MODE_FACTS[kp.mode].localhost_nodeport_proxy and any(Net(c).network_address.is_loopback
+                                                               for c in kp.nodePortAddresses):
+        bad(path, "with 127.0.0.0/8 in nodePortAddresses kube-proxy serves TCP localhost NodePorts from a "
+                  "userspace proxy, which kpemu does not model: remove the loopback network from "
+                  "kubeProxy.nodePortAddresses or turn the gate off")
+
+
+NFT_COMMENT_MAX = 128  # nft: "comment too long, 128 characters maximum allowed"
+
+
+def _check_comment_length(topo: Topology, base: str, s: Service, bad: Report) -> None:
+    """nftables mode before 1.37 writes "ns/name:port" whole as an element comment (where a service
+    lacks endpoints); nft refuses one over 128 bytes and the whole sync fails, which kpemu does not
+    model. 1.37 cuts it to 128 (truncateNFTablesComment)."""
+    kp = topo.kubeProxy
+    cut = MODE_FACTS[kp.mode].nft_comments_cut_from
+    if cut is None or kp.minor >= cut:
+        return
+    for j, p in enumerate(s.ports):
+        text = f"{s.namespace}/{s.name}:{p.name}" if p.name else f"{s.namespace}/{s.name}"
+        if len(text.encode()) > NFT_COMMENT_MAX:
+            bad(f"{base}.ports[{j}].name", f"kube-proxy {kp.version} (nftables mode) writes the comment {text!r} "
+                f"({len(text.encode())} bytes) and nft refuses a comment over {NFT_COMMENT_MAX} bytes, failing every "
+                f"sync; shorten the namespace, name or port name, or use kubeProxy.version 1.{cut}, which cuts it")
 
 
 def _check_service(
@@ -226,6 +262,7 @@ def _check_service(
 ) -> None:
     base = f"services[{i}]"
     claim_ip(f"{base}.clusterIP", s.clusterIP)
+    _check_comment_length(topo, base, s, bad)
     if topo.serviceCIDR and _ip(s.clusterIP) not in Net(topo.serviceCIDR):
         bad(f"{base}.clusterIP", f"{s.clusterIP} is outside serviceCIDR {topo.serviceCIDR}")
     for path, cidr in [(f"nodes[{j}].podCIDR", Net(n.podCIDR)) for j, n in enumerate(topo.nodes)]:

@@ -4,7 +4,8 @@
 boolean / value per change, so the generators (kpemu.proxy.iptables, kpemu.proxy.ipvs) never
 compare version numbers themselves. Toggle names follow the research notes' T1..T21; the evidence
 for each boundary (seed 001 as 1.14, nfacct in 1.30/1.31, no iptables or IPVS change in 1.34-1.37,
-IPVS deprecated in 1.35) and what the toggles leave out are in docs/provenance.md.
+IPVS deprecated in 1.35, the UDP conntrack cleanup's eras) and what the toggles leave out are in
+docs/provenance.md.
 """
 
 from __future__ import annotations
@@ -80,6 +81,11 @@ class Flavour:
     ipvs_route_localnet: bool  # IPVS sets route_localnet=1 (<1.22)
     conn_reuse_mode_zero: bool  # IPVS sets net/ipv4/vs/conn_reuse_mode=0 (1.13+, only kernel < 5.9)
     ipvs_deprecated: bool  # 1.35+: kube-proxy logs IPVS_DEPRECATION at startup (KEP-5495)
+
+    # --- UDP conntrack cleanup (pkg/proxy/conntrack, every mode) ----------------------------
+    conntrack_reconciler: bool  # 1.32+: netlink reconciler (#127318); before: the conntrack tool, per change seen
+    reconcile_endpoint_port: bool  # 1.34+: a serving endpoint is matched by reply source IP:port (before: IP)
+    reconcile_skips_empty: bool  # 1.32-1.36: services without serving endpoints are skipped (#139628, #139629)
 
     @property
     def version(self) -> str:
@@ -164,6 +170,9 @@ def flavour_for_minor(
         ipvs_route_localnet=m < 22,
         conn_reuse_mode_zero=m >= 13,
         ipvs_deprecated=m >= 35,
+        conntrack_reconciler=m >= 32,
+        reconcile_endpoint_port=m >= 34,
+        reconcile_skips_empty=32 <= m <= 36,
     )
 
 

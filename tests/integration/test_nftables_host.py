@@ -61,12 +61,19 @@ def test_upstream_1_36_fixture_listing_is_the_stored_one(scratch: str) -> None:
     assert _list(scratch) == (DATA / "nftables" / "overall-1.36.list").read_text()
 
 
+def test_upstream_1_37_fixture_listing_is_the_stored_one(scratch: str) -> None:
+    """1.37 with the localhost NodePort gate: named counters, `counter name "C" reject` and one-endpoint
+    `dnat to A:P` load and list as tests/data/nftables/overall-1.37.list."""
+    _apply(scratch, load_topology(DATA / "nftables" / "overall-1.37.yaml"), "test-node")
+    assert _list(scratch) == (DATA / "nftables" / "overall-1.37.list").read_text()
+
+
 def test_worked_example_listing_is_the_reference(scratch: str) -> None:
     _apply(scratch, load_topology(DATA / "nftables" / "worked-1.33.yaml"), "node-a")
     assert _list(scratch) == (DATA / "nftables" / "worked-1.33.list").read_text()
 
 
-@pytest.mark.parametrize("version", ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34", "1.35", "1.36"])
+@pytest.mark.parametrize("version", ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34", "1.35", "1.36", "1.37"])
 @pytest.mark.parametrize("node", ["node1", "node2"])
 def test_rich_rule_set_across_releases(scratch: str, version: str, node: str) -> None:
     _apply(scratch, _nft(load_topology(DATA / "rich.yaml"), version), node)

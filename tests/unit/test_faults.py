@@ -150,7 +150,41 @@ def test_stale_conntrack_releases_the_pod_and_resyncs_every_node_to_its_replacem
            '--to-destination 10.244.0.2:53' in text
     assert "-X KUBE-SEP-5T4LYZJN632OWUJO" in text and "10.244.1.5" not in text
     assert not any(ln.startswith("-I ") for ln in text.splitlines())
-    assert "conntrack -D" in step.change and "NEIGH_FAILED" in step.symptom
+    # kube-proxy 1.37 (the topology's default): the reconciler, on every node, after the re-sync
+    assert step.conntrack == tuple((f"kp-flt-t-{n}", {"reconcile": {
+        "frontends": {"10.96.0.10:53": ["10.244.0.2:53"]}, "nodePorts": {}, "endpointPort": True}})
+        for n in ("node1", "node2"))
+    assert "its reconciler lists the conntrack table through netlink" in step.change
+    assert "NEIGH_FAILED" not in step.symptom and "are deleted" in step.symptom
+
+
+@pytest.mark.parametrize(("version", "tool", "plan", "kept"), [
+    ("1.31", True, {"commands": [["conntrack", "-D", "--orig-dst", "10.96.0.10", "--dst-nat", "10.244.1.5", "-p",
+                                  "udp"]]}, False),
+    ("1.31", False, {"skipped": 'kube-proxy 1.31 logs "Failed to delete endpoint connections" err="error looking for '
+                                'path of conntrack: exec: \\"conntrack\\": executable file not found in $PATH"'}, True),
+    ("1.32", False, {"reconcile": {"frontends": {"10.96.0.10:53": ["10.244.0.2"]}, "nodePorts": {},
+                                   "endpointPort": False}}, False),
+])
+def test_stale_conntrack_cleans_up_as_the_release_does(tmp_path: Path, version: str, tool: bool,
+                                                       plan: dict, kept: bool) -> None:
+    """Before 1.32 kube-proxy runs the conntrack tool for the endpoint that went (nothing without it);
+    1.32+ reconciles through netlink, tool or not (pkg/proxy/conntrack/cleanup.go at each release)."""
+    sc = _stale_scenario(tmp_path)
+    kp = sc.topology.kubeProxy.model_copy(update={"version": version})
+    f = sc.spec.faults[0].model_copy(update={"conntrackTool": tool})
+    step = plan_fault(sc.topology.model_copy(update={"kubeProxy": kp}), f)
+    assert [p for _, p in step.conntrack] == [plan, plan]
+    assert ("NEIGH_FAILED" in step.symptom) is kept
+
+
+def test_conntrack_tool_is_only_for_stale_conntrack(tmp_path: Path) -> None:
+    from kpemu.errors import InputError
+
+    with pytest.raises(InputError, match=r"faults\[0\]\.conntrackTool: only stale-conntrack runs kube-proxy's "
+                                         r"conntrack cleanup, not rp-filter"):
+        _stale_scenario(tmp_path, STALE.replace("faults:\n", "faults:\n  - {kind: rp-filter, node: node1, "
+                                                "source: 10.0.0.0/8, conntrackTool: false}\n"))
 
 
 def test_stale_conntrack_and_source_port_input_errors_name_the_field(tmp_path: Path) -> None:

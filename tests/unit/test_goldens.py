@@ -55,10 +55,15 @@ def test_newest_release_boundaries_are_the_documented_ones() -> None:
 
 
 def test_nftables_boundaries_are_the_modelled_eras() -> None:
-    """nftables goldens change where eras.py says the transaction changes: 1.30, 1.31, 1.33, 1.34
-    and 1.36 (the hairpin-connections rework, #135800/#136499)."""
+    """nftables goldens change where eras.py says the transaction changes: 1.30, 1.31, 1.33, 1.34,
+    1.36 (the hairpin-connections rework, #135800/#136499) and 1.37 (one-endpoint `dnat to`, the
+    localhost NodePort reject objects added and deleted)."""
     stored = _stored("nftables")
-    assert sorted(stored) == [29, 30, 31, 33, 34, 36]
+    assert sorted(stored) == [29, 30, 31, 33, 34, 36, 37]
     assert "mark-for-masquerade" in stored[34] and "mark-for-masquerade" not in stored[36]
     assert "add set ip kube-proxy hairpin-connections " in stored[36]
     assert " dnat ip addr . port to numgen random mod " in stored[36]
+    assert "dnat ip addr . port to numgen random mod 1 " not in stored[37]
+    dns = "add rule ip kube-proxy local-Z3XHB2ZZ-default/dns/udp/dns"
+    assert f"{dns} meta l4proto udp dnat to 10.244.1.7:53\n" in stored[37]
+    assert "delete counter ip kube-proxy localhost-nodeport-rejected-sctp\n" in stored[37]

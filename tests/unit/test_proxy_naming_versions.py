@@ -85,11 +85,15 @@ def test_nfacct_and_ipvs_deprecation_by_release() -> None:
     assert flavour_for(KubeProxy(version="1.37", nfacct=False)).nfacct is False
     assert flavour_for(KubeProxy(version="1.29", nfacct=True)).nfacct is False  # no counters before 1.30
     assert [flavour_for_minor(m).ipvs_deprecated for m in (34, 35, 37)] == [False, True, True]
-    # 1.34-1.37 change no iptables/IPVS rule text: only the deprecation flag differs from 1.33.
+    # 1.34-1.37 change no iptables/IPVS rule text: only the deprecation flag and the UDP conntrack
+    # cleanup's eras (endpoint ports matched from 1.34, empty Services reconciled again in 1.37) differ.
     base = flavour_for_minor(33).as_dict()
+    expected = {34: {"minor", "reconcile_endpoint_port"}, 35: {"minor", "reconcile_endpoint_port", "ipvs_deprecated"},
+                36: {"minor", "reconcile_endpoint_port", "ipvs_deprecated"},
+                37: {"minor", "reconcile_endpoint_port", "ipvs_deprecated", "reconcile_skips_empty"}}
     for m in (34, 35, 36, 37):
         diff = {k for k, v in flavour_for_minor(m).as_dict().items() if base[k] != v}
-        assert diff == ({"minor", "ipvs_deprecated"} if m >= 35 else {"minor"}), m
+        assert diff == expected[m], m
 
 
 @pytest.mark.parametrize(("mode", "version", "notice"), [("ipvs", "1.35", True), ("ipvs", "1.34", False),

@@ -5,7 +5,10 @@ Expected texts live in tests/data/nftables and were copied, not produced by kpem
 overall-expected.nft is TestOverallNFTablesRules (kubernetes/kubernetes
 pkg/proxy/nftables/proxier_test.go, 1.34/1.35), overall-1.36-expected.nft the same test at
 kubernetes/kubernetes@edca5633 (the 1.36 rule set: hairpin-connections, DNAT maps) and
-overall-1.36.list the host's nft 1.0.6 listing of it; worked-1.33.nft / .list are the transaction
+overall-1.36.list the host's nft 1.0.6 listing of it (that text is also the test's at v1.37.2's
+predecessor v1.36.3), overall-1.37-expected.nft the same test at v1.37.2 (module
+k8s.io/kubernetes@v1.37.2: one-endpoint `dnat to A:P`, the localhost NodePort rejects) and
+overall-1.37.list the host's nft 1.0.6 listing of it; worked-1.33.nft / .list are the transaction
 and the nft 1.0.6 listing of reference/kube-proxy-nftables.md section 7.
 """
 
@@ -33,6 +36,7 @@ DATA = Path(__file__).parent.parent / "data" / "nftables"
 @pytest.mark.parametrize(("fixture", "expected_file", "lines"), [
     ("overall.yaml", "overall-expected.nft", 122),
     ("overall-1.36.yaml", "overall-1.36-expected.nft", 103),
+    ("overall-1.37.yaml", "overall-1.37-expected.nft", 117),
 ])
 def test_overall_nftables_rules_equal_upstream(fixture: str, expected_file: str, lines: int) -> None:
     """TestOverallNFTablesRules: every object equal after upstream's sortNFTablesTransaction.
@@ -50,6 +54,121 @@ def test_1_36_listing_is_the_kernels() -> None:
     list as `meta mark set meta mark | M`, `dnat ip addr . port to <map>` as `dnat ip to <map>`."""
     tx = nftables_transaction(load_topology(DATA / "overall-1.36.yaml"), "test-node")
     assert listing(tx.table()) == (DATA / "overall-1.36.list").read_text()
+
+
+def test_1_37_listing_is_the_kernels() -> None:
+    """overall-1.37.list is what nft 1.0.6 printed after loading the 1.37 fixture's transaction in a
+    namespace on this host: named counters list first, as loaded (`packets 0 bytes 0`), and
+    `dnat to A:P` as written."""
+    tx = nftables_transaction(load_topology(DATA / "overall-1.37.yaml"), "test-node")
+    assert listing(tx.table()) == (DATA / "overall-1.37.list").read_text()
+
+
+def _gate_off(topo: Topology) -> Topology:
+    kp = topo.kubeProxy
+    gates = kp.featureGates.model_copy(update={"KubeProxyNFTablesLocalhostNodePorts": False})
+    return topo.model_copy(update={"kubeProxy": kp.model_copy(update={"featureGates": gates})})
+
+
+def test_1_37_without_the_gate_is_upstream_without_its_localhost_block() -> None:
+    """KubeProxyNFTablesLocalhostNodePorts is alpha and off by default in 1.37: the table is
+    upstream's expected text without the "# localhost NodePort rejects" block, and the transaction
+    adds and deletes the map, then each protocol's chain and counter (proxier.go setupNFTables)."""
+    topo = _gate_off(load_topology(DATA / "overall-1.37.yaml"))
+    expected = [ln for ln in (DATA / "overall-1.37-expected.nft").read_text().splitlines()
+                if "localhost-nodeport-re" not in ln]
+    tx = nftables_transaction(topo, "test-node", mark="0x4000")
+    assert sort_transaction(tx.table().dump()) == sort_transaction("\n".join(expected))
+    text = tx.text()
+    block = text[text.index("add map ip kube-proxy localhost-nodeport-reject-ports"):]
+    assert block.splitlines()[:14] == [
+        'add map ip kube-proxy localhost-nodeport-reject-ports { type inet_proto . inet_service : verdict ; comment "localhost NodePorts rejected by kube-proxy" ; }',
+        "delete map ip kube-proxy localhost-nodeport-reject-ports",
+        "add chain ip kube-proxy localhost-nodeport-reject-tcp",
+        "delete chain ip kube-proxy localhost-nodeport-reject-tcp",
+        "add counter ip kube-proxy localhost-nodeport-rejected-tcp",
+        "delete counter ip kube-proxy localhost-nodeport-rejected-tcp",
+        "add chain ip kube-proxy localhost-nodeport-reject-udp",
+        "delete chain ip kube-proxy localhost-nodeport-reject-udp",
+        "add counter ip kube-proxy localhost-nodeport-rejected-udp",
+        "delete counter ip kube-proxy localhost-nodeport-rejected-udp",
+        "add chain ip kube-proxy localhost-nodeport-reject-sctp",
+        "delete chain ip kube-proxy localhost-nodeport-reject-sctp",
+        "add counter ip kube-proxy localhost-nodeport-rejected-sctp",
+        "delete counter ip kube-proxy localhost-nodeport-rejected-sctp",
+    ]
+    assert block.splitlines()[14].startswith("add map ip kube-proxy firewall-ips ")
+
+
+def _svc1(version: str, eps: list[str]) -> Topology:
+    """TestEndpointDNATRules' service: ns1/svc1 172.30.0.41 port p80, its endpoints on test-node."""
+    return Topology.model_validate({
+        "name": "t", "kubeProxy": {"mode": "nftables", "version": version, "clusterCIDR": "10.0.0.0/8"},
+        "underlay": "192.168.0.0/16", "nodes": [{"name": "test-node", "ip": "192.168.0.2", "podCIDR": "10.180.0.0/24"}],
+        "services": [{"name": "svc1", "namespace": "ns1", "clusterIP": "172.30.0.41", "ports": [{"name": "p80", "port": 80}],
+                      "endpoints": [{"ip": ip, "node": "test-node"} for ip in eps]}]})
+
+
+@pytest.mark.parametrize(("version", "eps", "rule"), [
+    ("1.37", ["10.180.0.1"], "meta l4proto tcp dnat to 10.180.0.1:80"),
+    ("1.37", ["10.180.0.1", "10.180.0.2"],
+     "meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.180.0.1 . 80 , 1 : 10.180.0.2 . 80 }"),
+    ("1.36", ["10.180.0.1"], "meta l4proto tcp dnat ip addr . port to numgen random mod 1 map { 0 : 10.180.0.1 . 80 }"),
+])
+def test_endpoint_dnat_rules(version: str, eps: list[str], rule: str) -> None:
+    """TestEndpointDNATRules at v1.37.2 (its IPv4 cases; kpemu's nftables mode is IPv4): the service
+    chain holds exactly one rule; 1.36 still maps a single endpoint through numgen (v1.36.3)."""
+    t = nftables_transaction(_svc1(version, eps), "test-node").table()
+    assert [r.commented() for r in t.chains["service-ULMVA6XW-ns1/svc1/tcp/p80"].rules] == [rule]
+
+
+_LONG_NS = "loft-acme-platform-services-team-dev-v-shared-workloads-ns-001"
+_LONG_SVC = "my-api-svc-x-my-api-namespace-x-acme-shared-vcluster--a1b2c3d4e"
+
+
+def _long(version: str) -> dict[str, Any]:
+    return {"name": "t", "kubeProxy": {"mode": "nftables", "version": version},
+            "underlay": "192.168.0.0/16", "nodes": [{"name": "test-node", "ip": "192.168.0.2", "podCIDR": "10.180.0.0/24"}],
+            "services": [{"name": _LONG_SVC, "namespace": _LONG_NS, "clusterIP": "172.30.0.47",
+                          "ports": [{"name": "http", "port": 80}], "endpoints": []}]}
+
+
+def test_1_37_cuts_a_long_comment_to_128_bytes() -> None:
+    """TestSyncProxyRulesTruncatesNoEndpointServiceComment (v1.37.2): the no-endpoint element's
+    comment is the service port's name cut to knftables.CommentLengthMax (TestTruncateNFTablesComment's
+    "realistic long service name truncated" case)."""
+    t = nftables_transaction(Topology.model_validate(_long("1.37")), "test-node").table()
+    [elem] = t.sets["no-endpoint-services"].elements
+    assert elem.comment == ("loft-acme-platform-services-team-dev-v-shared-workloads-ns-001/"
+                            "my-api-svc-x-my-api-namespace-x-acme-shared-vcluster--a1b2c3d4e:h")
+    assert len(elem.comment) == 128
+
+
+def test_before_1_37_a_comment_nft_refuses_is_an_input_error(tmp_path: Path) -> None:
+    """nft refuses a comment over 128 bytes ("comment too long, 128 characters maximum allowed"), so
+    1.36's sync would fail: kpemu says so instead of writing it."""
+    import yaml
+    f = tmp_path / "t.yaml"
+    f.write_text(yaml.safe_dump(_long("1.36")))
+    with pytest.raises(InputError, match=r"services\[0\]\.ports\[0\]\.name: kube-proxy 1.36 \(nftables mode\) writes the "
+                                         r"comment '.*:http' \(131 bytes\) and nft refuses a comment over 128 bytes"):
+        load_topology(f)
+
+
+def test_the_localhost_gate_needs_1_37_and_no_loopback_nodeport_address(tmp_path: Path) -> None:
+    worked = (DATA / "worked-1.33.yaml").read_text()
+    f = tmp_path / "t.yaml"
+    f.write_text(worked.replace('version: "1.33"', 'version: "1.36"\n  featureGates: {KubeProxyNFTablesLocalhostNodePorts: true}'))
+    with pytest.raises(InputError, match=r"kubeProxy.featureGates.KubeProxyNFTablesLocalhostNodePorts: the gate exists from "
+                                         r"kube-proxy 1.37 \(alpha\); kube-proxy 1.36 does not start with it"):
+        load_topology(f)
+    f.write_text(worked.replace('version: "1.33"', 'version: "1.37"\n  nodePortAddresses: [127.0.0.0/8]\n'
+                                '  featureGates: {KubeProxyNFTablesLocalhostNodePorts: true}'))
+    with pytest.raises(InputError, match=r"userspace proxy, which kpemu does not model"):
+        load_topology(f)
+    f.write_text(worked.replace('version: "1.33"', 'version: "1.37"\n  featureGates: {NoSuchGate: true}'))
+    with pytest.raises(InputError, match=r"NoSuchGate"):
+        load_topology(f)
 
 
 def test_1_36_transaction_adds_each_hairpin_element_once() -> None:
@@ -179,10 +298,9 @@ def test_listing_formats() -> None:
 
 
 @pytest.mark.parametrize(("version", "message"), [
-    ("1.28", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29 \(alpha\); kpemu models 1.29 to 1.36 .*; "
+    ("1.28", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29 \(alpha\); kpemu models 1.29 to 1.37; "
              r"got 1.28: raise kubeProxy.version to 1.29 or use mode iptables"),
-    ("1.37", r"kpemu models 1.29 to 1.36 \(1.37 rewrote the single-endpoint DNAT rule, #140723 and #140960, .*\); "
-             r"got 1.37: lower kubeProxy.version to 1.36 or use mode iptables"),
+    ("1.38", r"kubeProxy.version: kube-proxy 1.38 is not modelled; expected 1.10 to 1.37"),
     ("1.10", r"kubeProxy.mode: nftables mode exists from kube-proxy 1.29"),
 ])
 def test_nftables_mode_needs_a_release_that_has_it(tmp_path: Path, version: str, message: str) -> None:
@@ -196,7 +314,7 @@ def test_without_a_version_each_mode_gets_the_newest_release_kpemu_models(tmp_pa
     f = tmp_path / "t.yaml"
     worked = (DATA / "worked-1.33.yaml").read_text()
     f.write_text(worked.replace('version: "1.33"', ""))
-    assert load_topology(f).kubeProxy.version == "1.36"
+    assert load_topology(f).kubeProxy.version == "1.37"
     f.write_text(worked.replace('version: "1.33"', "").replace("mode: nftables", "mode: iptables"))
     assert load_topology(f).kubeProxy.version == "1.37"
 

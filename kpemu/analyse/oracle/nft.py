@@ -8,7 +8,8 @@ splits the walk into N outcomes of probability 1/N, sets and anonymous sets are 
 `fib ... type local` asks the node's addresses, and the mark is tracked through `mark set` /
 `mark and M == 0 return` (1.36+: inline `mark set mark or M` statements, `mark and M != 0 ...
 masquerade`, `ct status dnat` with the `@hairpin-connections` 4-tuple set, and `dnat ip addr . port
-to numgen random mod N map { ... }`, N outcomes of 1/N each, done by the policy chain itself).
+to numgen random mod N map { ... }`, N outcomes of 1/N each, done by the policy chain itself;
+1.37+: a named `counter name "C"` passes, a one-endpoint policy chain's `dnat to A:P`).
 Every matching rule is a step whose verdict is what `nft monitor trace`
 prints for it (`continue`, `jump X`, `goto X`, `return`, `accept`, `drop`), so the kernel's trace
 and the model can be compared rule by rule.
@@ -196,6 +197,9 @@ class _Walker:
     def _action(self, c: Chain, text: str, comment: str | None, action: str, st: WalkState, prob: float,
                 depth: int) -> list[tuple[float, WalkState, str]]:
         step = lambda v, s=st: self._step(s, c.name, text, comment, v)  # noqa: E731
+        m = re.match(r'counter name "[^"]*"\s*', action)
+        if m:  # 1.37+ localhost NodePort rejects: a named counter counts, the rule goes on
+            action = action[m.end():]
         m = re.match(r"numgen random mod (\d+) vmap \{ (.*) \}$", action)
         if m:
             arms = [a.split(" : ", 1)[1].strip() for a in re.split(r"\s*,\s*", m[2])]

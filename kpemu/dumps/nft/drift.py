@@ -144,6 +144,9 @@ def check_node_nft(topo: Any, node: str, dump: NftDump) -> Drift:
     for chain, policy in dump.policies.items():
         if policy != "accept":  # kube-proxy's base chains accept; a drop policy is someone else's edit
             node_wide.changed.append(([f"chain {chain}: policy accept"], [f"chain {chain}: policy {policy}"]))
+    for name in [*want.counters, *(n for n in have.counters if n not in want.counters)]:
+        if (name in want.counters) != (name in have.counters):
+            (node_wide.missing if name in want.counters else node_wide.extra).append(f"counter {name}")
     owners = _Owners(topo, want, have)
     compare_sets(drift, want, have, owners)
     compare_chains(drift, want, have)

@@ -23,7 +23,7 @@ from kpemu.dumps.nft.check import check_element, check_rule
 from kpemu.dumps.values import integer
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.nftables.listing import priority_text, rule_text
-from kpemu.proxy.nftables.tx import FAMILY, TABLE, BaseHook, Chain, Element, NSet, Rule, Table
+from kpemu.proxy.nftables.tx import FAMILY, TABLE, BaseHook, Chain, Counter, Element, NSet, Rule, Table
 
 KUBE_PROXY = f"{FAMILY} {TABLE}"
 _HOOK = re.compile(r"^type (\w+) hook (\w+)(?: device \S+)? priority ([^;]+);(?: policy (\w+);)?$")
@@ -212,13 +212,16 @@ class _Reader:
             if line.startswith("comment "):
                 t.comment = self.comment(line)
                 continue
-            m = re.fullmatch(r"(chain|set|map) (\S+) \{", line)
+            m = re.fullmatch(r"(chain|set|map|counter) (\S+) \{", line)
             if m is None:
-                raise self.bad(f"not a line of table ip kube-proxy: {line[:60]!r}; expected chain, set or map NAME {{")
+                raise self.bad(f"not a line of table ip kube-proxy: {line[:60]!r}; expected chain, set, map or "
+                               "counter NAME {")
             kind, name = m[1], m[2]
-            if name in t.chains or name in t.sets:
+            if name in (t.counters if kind == "counter" else {**t.chains, **t.sets}):
                 raise self.bad(f"{kind} {name} appears twice in table ip kube-proxy")
-            if kind == "chain":
+            if kind == "counter":
+                t.counters[name] = self.counter(name)
+            elif kind == "chain":
                 t.chains[name] = self.chain(name, policies)
             else:
                 t.sets[name] = self.set(kind, name)
@@ -298,6 +301,21 @@ class _Reader:
         wrong = loop_or_depth(jumps, MAX_DEPTH, "the kernel nests jumps (NFT_JUMP_STACK_SIZE)")
         if wrong:
             raise self.bad(f"table ip kube-proxy: {wrong[0]}", wrong[1])
+
+    def counter(self, name: str) -> Counter:
+        """A named counter (1.37+): its `packets N bytes M` line (and a comment) are read past, as
+        traffic changes them."""
+        start = self.n
+        while True:
+            line = self.next()
+            if line is None:
+                raise self.truncated(f"counter {name}", start)
+            if line == "}":
+                return Counter(name)
+            if line.startswith("comment "):
+                self.comment(line)
+            elif not re.fullmatch(r"packets \d+ bytes \d+", line):
+                raise self.bad(f"not a line of counter {name}: {line[:60]!r}; expected 'packets N bytes M'")
 
     def set(self, kind: str, name: str) -> NSet:
         s, start = NSet(kind, name, ""), self.n

@@ -1,8 +1,9 @@
-"""What changes in kube-proxy's nftables transaction from one release to the next (1.29 .. 1.36).
+"""What changes in kube-proxy's nftables transaction from one release to the next (1.29 .. 1.37).
 
 The generator reads an `Era`, never a version number. 1.36 (`hairpin_set`) is the hairpin and
-inline-mark rework of #135800 / #136499; 1.37 is not modelled, as its single-endpoint rule text is
-in no source available. The evidence for each era is in docs/provenance.md.
+inline-mark rework of #135800 / #136499; 1.37 DNATs a one-endpoint service with `dnat to A:P`,
+cuts service-port comments to nft's 128 bytes and writes the localhost NodePort reject objects
+(pkg/proxy/nftables/proxier.go at v1.37.2). The evidence for each era is in docs/provenance.md.
 """
 
 from __future__ import annotations
@@ -37,6 +38,21 @@ NO_ENDPOINT_SERVICES, NO_ENDPOINT_NODEPORTS = "no-endpoint-services", "no-endpoi
 FIREWALL_IPS, SERVICE_IPS, SERVICE_NODEPORTS = "firewall-ips", "service-ips", "service-nodeports"
 FIREWALL, FIREWALL_ALLOW = "firewall", "firewall-allow"  # 1.29
 HAIRPIN = "hairpin-connections"  # 1.36+
+LOCALHOST_REJECT_MAP = "localhost-nodeport-reject-ports"  # 1.37+
+LOCALHOST_REJECT_PROTOCOLS = ("tcp", "udp", "sctp")  # metrics.LocalhostNodePortRejectableProtocols
+COMMENT_LENGTH_MAX = 128  # knftables.CommentLengthMax: nft refuses a longer comment
+
+
+def localhost_reject_chain(protocol: str) -> str:
+    """localhostNodePortRejectChainName (1.37+)."""
+    return f"localhost-nodeport-reject-{protocol}"
+
+
+def localhost_reject_counter(protocol: str) -> str:
+    """metrics.LocalhostNodePortRejectedCounterName (1.37+)."""
+    return f"localhost-nodeport-rejected-{protocol}"
+
+
 CONTAINERS = (CLUSTER_IPS, FIREWALL_IPS, NO_ENDPOINT_SERVICES, NO_ENDPOINT_NODEPORTS, SERVICE_IPS,
               SERVICE_NODEPORTS)
 
@@ -131,6 +147,10 @@ class Era:
     service_cidr_drop: bool  # kube-proxy knows the ServiceCIDRs (MultiCIDRServiceAllocator GA, 1.33+)
     cip_masq_port: bool  # ClusterIP masquerade rule matches "<proto> dport <port>" (<1.34, #131492)
     hairpin_set: bool  # 1.36+: #135800 + #136499 (module docstring)
+    single_endpoint_dnat: bool  # 1.37+: one endpoint is `dnat to A:P`, not a one-arm numgen map (#140723, #140960)
+    comment_truncation: bool  # 1.37+: service-port comments cut to COMMENT_LENGTH_MAX (truncateNFTablesComment)
+    localhost_rejects: bool  # 1.37+: the localhost NodePort reject map, chains and counters (added and deleted
+    #                          again unless the KubeProxyNFTablesLocalhostNodePorts gate is on)
 
     @property
     def endpoints_check_chains(self) -> tuple[str, str]:
@@ -166,4 +186,7 @@ def era_for(minor: int) -> Era:
         service_cidr_drop=m >= 33,
         cip_masq_port=m < 34,
         hairpin_set=m >= 36,
+        single_endpoint_dnat=m >= 37,
+        comment_truncation=m >= 37,
+        localhost_rejects=m >= 37,
     )

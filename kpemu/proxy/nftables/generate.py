@@ -1,11 +1,12 @@
 """kube-proxy's nftables proxier, one full sync on a clean node, as a pure function.
 
-Follows setupNFTables() and syncProxyRules() of pkg/proxy/nftables/proxier.go (1.29 .. 1.36):
+Follows setupNFTables() and syncProxyRules() of pkg/proxy/nftables/proxier.go (1.29 .. 1.37):
 the table, base chains (added and deleted once per process so priority changes apply), the
 jump chains, helper chains, sets and verdict maps, then per service port: endpoint chains,
 service-/local-/external- chains, elements of cluster-ips / service-ips / service-nodeports /
 no-endpoint-* / firewall-ips (and hairpin-connections, 1.36+), masquerade and dispatch rules,
-affinity sets, endpoint DNAT rules (1.36+: DNAT maps in the policy chains; see eras.py).
+affinity sets, endpoint DNAT rules (1.36+: DNAT maps in the policy chains; 1.37+: a one-endpoint
+service DNATs directly, and the localhost NodePort reject objects; see eras.py).
 Every chain is added before any rule or element that names it, so `nft -f` accepts the text.
 """
 
@@ -19,9 +20,10 @@ from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
 from kpemu.proxy.naming import go_hex, service_port_name
 from kpemu.proxy.nftables import eras as E
 from kpemu.proxy.nftables.naming import endpoint_base, service_base
-from kpemu.proxy.nftables.tx import Transaction
+from kpemu.proxy.nftables.tx import Transaction, quote
 
 NO_LOCALHOST = "ip daddr != 127.0.0.0/8"
+LOCALHOST = "ip daddr 127.0.0.0/8"
 NODEPORT_MATCH = "meta l4proto . th dport"
 DADDR_KEY = "ip daddr . meta l4proto . th dport"
 
@@ -36,6 +38,7 @@ class NftSettings:
     cluster_cidr: str | None  # the ClusterCIDR local-traffic detector; None: no detector
     nodeport_ips: tuple[str, ...] | None  # None: nodePortAddresses match every address
     service_cidrs: tuple[str, ...]
+    localhost_rejects: tuple[str, ...] = ()  # 1.37+ protocols whose localhost NodePorts are rejected
 
 
 def settings_for(topo: Topology, node: str, mark: str | None = None) -> NftSettings:
@@ -54,6 +57,12 @@ def settings_for(topo: Topology, node: str, mark: str | None = None) -> NftSetti
         # Node addresses kpemu knows: the node IP (loopback matches are skipped by kube-proxy).
         nodeport_ips = tuple(a for a in (node_ip,) if any(ipaddress.IPv4Address(a) in n for n in nets))
     cidrs = (topo.serviceCIDR,) if era.service_cidr_drop and topo.serviceCIDR else ()
+    rejects: tuple[str, ...] = ()
+    if era.localhost_rejects and kp.featureGates.KubeProxyNFTablesLocalhostNodePorts:
+        # localhostNodePortRejectProtocols: the userspace proxy (an explicit loopback network in
+        # nodePortAddresses) serves TCP, so only UDP and SCTP are rejected then.
+        loopback = any(n.network_address.is_loopback for n in nets)
+        rejects = tuple(p for p in E.LOCALHOST_REJECT_PROTOCOLS if not (loopback and p == "tcp"))
     return NftSettings(
         era=era,
         mark=mark or go_hex(1 << kp.masqueradeBit),
@@ -61,6 +70,7 @@ def settings_for(topo: Topology, node: str, mark: str | None = None) -> NftSetti
         cluster_cidr=kp.clusterCIDR,
         nodeport_ips=nodeport_ips,
         service_cidrs=cidrs,
+        localhost_rejects=rejects,
     )
 
 
@@ -168,6 +178,9 @@ class _Sync:
         else:
             tx.add_rule(np_check, f"ip daddr @{E.NODEPORT_IPS} {NODEPORT_MATCH} vmap @{E.NO_ENDPOINT_NODEPORTS}")
 
+        if era.localhost_rejects:
+            self.localhost_rejects(created)
+
         if era.firewall_sets:
             self.firewall_sets(created)
         else:
@@ -192,6 +205,29 @@ class _Sync:
                                     f"vmap @{E.SERVICE_NODEPORTS}")
         else:
             tx.add_rule(E.SERVICES, f"ip daddr @{E.NODEPORT_IPS} {NODEPORT_MATCH} vmap @{E.SERVICE_NODEPORTS}")
+
+    def localhost_rejects(self, created: set[str]) -> None:
+        """1.37+: the map of localhost NodePorts kube-proxy rejects, a counting reject chain per
+        protocol rejected, and add-then-delete of the objects of the other protocols (so a sync
+        after the gate was turned off removes them)."""
+        tx, rejects = self.tx, self.st.localhost_rejects
+        tx.add_set("map", E.LOCALHOST_REJECT_MAP, "inet_proto . inet_service : verdict",
+                   comment=self.c("localhost NodePorts rejected by kube-proxy"))
+        if rejects:
+            for proto in rejects:
+                counter, chain = E.localhost_reject_counter(proto), E.localhost_reject_chain(proto)
+                tx.add_counter(counter)
+                self.ensure_chain(chain, created)
+                tx.add_rule(chain, f"counter name {quote(counter)} reject")
+            tx.add_rule(E.NODEPORT_ENDPOINTS_CHECK, f"{LOCALHOST} {NODEPORT_MATCH} vmap @{E.LOCALHOST_REJECT_MAP}")
+        else:
+            tx.delete("map", E.LOCALHOST_REJECT_MAP)
+        for proto in E.LOCALHOST_REJECT_PROTOCOLS:
+            if proto not in rejects:
+                tx.add_chain(E.localhost_reject_chain(proto))
+                tx.delete("chain", E.localhost_reject_chain(proto))
+                tx.add_counter(E.localhost_reject_counter(proto))
+                tx.delete("counter", E.localhost_reject_counter(proto))
 
     def firewall_sets(self, created: set[str]) -> None:
         """1.29: LoadBalancerSourceRanges as a destination set and a destination+source set."""
@@ -222,6 +258,8 @@ class _Sync:
         tx, svc, st = self.tx, info.service, self.st
         proto, port = info.protocol, info.port.port
         s_name = service_port_name(svc.namespace, svc.name, info.port.name, False)
+        if self.era.comment_truncation:  # truncateNFTablesComment (1.37+)
+            s_name = s_name.encode()[:E.COMMENT_LENGTH_MAX].decode(errors="ignore")
         _, cluster_chain, local_chain, ext_chain, fw_chain = _names(info)
         itp_local = svc.internalTrafficPolicy == "Local"
         etp_local = svc.externalTrafficPolicy == "Local"
@@ -294,6 +332,9 @@ class _Sync:
                                kind="map")
         node_port = info.port.nodePort if svc.type in ("NodePort", "LoadBalancer") else None
         if node_port:
+            if proto in st.localhost_rejects:
+                tx.add_element(E.LOCALHOST_REJECT_MAP, (proto, str(node_port)),
+                               f"goto {E.localhost_reject_chain(proto)}", kind="map")
             if has_endpoints:
                 tx.add_element(E.SERVICE_NODEPORTS, (proto, str(node_port)), f"goto {ext_chain}", kind="map")
             if not has_external:
@@ -346,7 +387,11 @@ class _Sync:
         self.tx.add_rule(chain, f"numgen random mod {len(eps)} vmap {{ {arms} }}")
 
     def dnat_map(self, chain: str, eps: tuple[EndpointInfo, ...], info: ServicePortInfo, _affinity: bool) -> None:
-        """writeServiceToEndpointDNATs (1.36+): the policy chain DNATs through an anonymous map."""
+        """writeServiceToEndpointDNATs (1.36+): the policy chain DNATs through an anonymous map; 1.37+
+        a single endpoint directly (`dnat to A:P`)."""
+        if self.era.single_endpoint_dnat and len(eps) == 1:
+            self.tx.add_rule(chain, f"meta l4proto {info.protocol} dnat to {eps[0].hostport}")
+            return
         arms = " , ".join(f"{i} : {ep.ip} . {ep.port}" for i, ep in enumerate(eps))
         self.tx.add_rule(chain, f"meta l4proto {info.protocol} dnat ip addr . port to numgen random mod {len(eps)} "
                                 f"map {{ {arms} }}")

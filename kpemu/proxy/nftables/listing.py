@@ -1,12 +1,13 @@
 """What `nft list table ip kube-proxy` prints for a table (nft 1.0.6 formatting).
 
 The deploy reads the table back from the kernel and compares it with this text line by line.
-Listing rules (observed with nft 1.0.6, reference section 4.5): sets and maps first, then chains,
-each in creation order, separated by blank lines; base chains print named priorities
-(`dstnat - 10`) where nft knows one for that hook; set elements are sorted by key value, two
-addresses per line, one concatenated or map element per line; expressions print in nft's
-canonical form (`mark set mark or M` -> `meta mark set meta mark | M`, a one-element anonymous
-set loses its braces, `,` separators lose the space before them).
+Listing rules (observed with nft 1.0.6, reference section 4.5): named counters (as loaded: no
+packet counted yet), sets and maps, then chains, each in creation order, separated by blank
+lines; base chains print named priorities (`dstnat - 10`) where nft knows one for that hook;
+set elements are sorted by key value, two addresses per line, one concatenated or map element
+per line; expressions print in nft's canonical form (`mark set mark or M` -> `meta mark set
+meta mark | M`, a one-element anonymous set loses its braces, `,` separators lose the space
+before them).
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ def _chain_lines(c: Chain) -> list[str]:
 
 def listing(table: Table) -> str:
     """The text of `nft list table ip kube-proxy` for `table`."""
-    blocks = [_set_lines(s) for s in table.sets.values()] + [_chain_lines(c) for c in table.chains.values()]
+    counters = [[f"\t{c.kind} {c.name} {{", "\t\tpackets 0 bytes 0", "\t}"] for c in table.counters.values()]
+    blocks = counters + [_set_lines(s) for s in table.sets.values()] + [_chain_lines(c) for c in table.chains.values()]
     head = ["table ip kube-proxy {"]
     if table.comment is not None:
         head.append(f"\tcomment {quote(table.comment)}")

@@ -111,12 +111,24 @@ class NSet:
 
 
 @dataclass
+class Counter:
+    """A named counter (1.37+: the localhost NodePort rejects count through them)."""
+
+    name: str
+    kind: str = "counter"
+
+    def line(self) -> str:
+        return f"add counter {_PREFIX} {self.name}"
+
+
+@dataclass
 class Table:
     """The objects of table ip kube-proxy, in creation order."""
 
     comment: str | None = None
     chains: dict[str, Chain] = field(default_factory=dict)
     sets: dict[str, NSet] = field(default_factory=dict)  # sets and maps share one namespace
+    counters: dict[str, Counter] = field(default_factory=dict)
 
     def table_line(self) -> str:
         tail = f" {{ comment {quote(self.comment)} ; }}" if self.comment is not None else ""
@@ -124,11 +136,12 @@ class Table:
 
     def dump(self) -> str:
         """Every object as one `add` line, like knftables' fake Dump(): table, chains, sets, maps,
-        rules, then elements (no flush or delete lines)."""
+        counters, rules, then elements (no flush or delete lines)."""
         lines = [self.table_line()]
         lines += [c.line() for c in sorted(self.chains.values(), key=lambda c: c.name)]
         ordered = sorted(self.sets.values(), key=lambda s: (s.kind != "set", s.name))
         lines += [s.line() for s in ordered]
+        lines += [self.counters[n].line() for n in sorted(self.counters)]
         lines += [r.line() for c in sorted(self.chains.values(), key=lambda c: c.name) for r in c.rules]
         lines += [e.line() for s in ordered for e in s.elements]
         return "\n".join(lines) + "\n"
@@ -139,8 +152,8 @@ class Op:
     """One line of the transaction: the verb, the object kind and the object."""
 
     verb: str  # add, flush, delete
-    kind: str  # table, chain, set, map, rule, element
-    obj: Table | Chain | NSet | Rule | Element
+    kind: str  # table, chain, set, map, counter, rule, element
+    obj: Table | Chain | NSet | Counter | Rule | Element
 
     def line(self) -> str:
         if self.verb == "add":
@@ -164,6 +177,9 @@ class Transaction:
     def add_set(self, kind: str, name: str, type_: str, *, flags: tuple[str, ...] = (),
                 timeout: int | None = None, comment: str | None = None) -> None:
         self.ops.append(Op("add", kind, NSet(kind, name, type_, flags, timeout, comment)))
+
+    def add_counter(self, name: str) -> None:
+        self.ops.append(Op("add", "counter", Counter(name)))
 
     def add_rule(self, chain: str, text: str, comment: str | None = None) -> None:
         self.ops.append(Op("add", "rule", Rule(chain, text, comment)))
@@ -198,6 +214,8 @@ class Transaction:
                         old.hook, old.comment = o.hook or old.hook, o.comment or old.comment
                 elif isinstance(o, NSet):
                     t.sets.setdefault(o.name, NSet(o.kind, o.name, o.type, o.flags, o.timeout, o.comment))
+                elif isinstance(o, Counter):
+                    t.counters.setdefault(o.name, Counter(o.name))
                 elif isinstance(o, Rule):
                     t.chains[o.chain].rules.append(o)
                 elif isinstance(o, Element):
@@ -211,6 +229,8 @@ class Transaction:
                     t.sets[o.name].elements.clear()  # type: ignore[union-attr]
             elif op.kind == "chain":
                 t.chains.pop(o.name)  # type: ignore[union-attr]
+            elif op.kind == "counter":
+                t.counters.pop(o.name)  # type: ignore[union-attr]
             else:
                 t.sets.pop(o.name)  # type: ignore[union-attr]
         return t
@@ -221,7 +241,7 @@ class _Named:
     name: str
 
 
-_OBJECT_ORDER = {"table": 10, "chain": 9, "rule": 8, "set": 7, "map": 6, "element": 5}
+_OBJECT_ORDER = {"table": 10, "chain": 9, "rule": 8, "set": 7, "map": 6, "element": 5}  # anything else: 0
 
 
 def sort_transaction(text: str) -> str:
