@@ -1,4 +1,4 @@
-"""Shared test helpers: repository paths and the root/skip markers."""
+"""Session hooks of the whole suite; what the tests share (paths, the kpemu runner, needs_root) is tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -6,13 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-TOPOLOGIES = ROOT / "topologies"
-SCENARIOS = ROOT / "scenarios"
-KPEMU = ROOT / ".venv" / "bin" / "kpemu"
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

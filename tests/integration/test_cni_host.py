@@ -12,7 +12,7 @@ from kpemu.jobs.build import deploy_job
 from kpemu.jobs.execute import run_step
 from kpemu.labplan import lab_plan
 from kpemu.plan.batch import batch_step
-from tests.conftest import TOPOLOGIES, needs_root
+from tests.helpers import TOPOLOGIES, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
 

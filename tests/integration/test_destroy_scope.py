@@ -12,7 +12,7 @@ from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.owner import owner_of
 from kpemu.statedir import state_path
-from tests.conftest import TOPOLOGIES, needs_root
+from tests.helpers import TOPOLOGIES, needs_root
 from tests.integration.fabric_util import deployed_lab
 
 pytestmark = [needs_root, pytest.mark.root]

@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,14 +26,13 @@ from kpemu.docker.engine import connect
 from kpemu.docker.image import build_local_image
 from kpemu.docker.members import LABEL_LAB
 from kpemu.kernel.netns import list_netns
+from tests.helpers import SCENARIOS, kpemu, needs_root, start_kpemu
 
-ROOT = Path(__file__).resolve().parents[2]
-KPEMU = [sys.executable, "-m", "kpemu.cli"]
-SCENARIO = ROOT / "scenarios" / "nodeport-iptables-docker.yaml"
+SCENARIO = SCENARIOS / "nodeport-iptables-docker.yaml"
 KILL_RUNS = int(os.environ.get("KPEMU_DOCKER_KILL_RUNS", "3"))
 pytestmark = [
     pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
+    needs_root,
     pytest.mark.skipif(shutil.which("dockerd") is None and not Path("/var/run/docker.sock").exists(),
                        reason="no docker engine and no dockerd (make setup installs docker.io)"),
 ]
@@ -75,8 +73,7 @@ def engine() -> Iterator[None]:
 
 
 def test_http_through_the_nodeport_to_container_pods(engine: None, tmp_path: Path) -> None:
-    res = subprocess.run([*KPEMU, "run", str(SCENARIO), "--runtime", "host", "--out", str(tmp_path), "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    res = kpemu("run", str(SCENARIO), "--runtime", "host", "--out", str(tmp_path), "--json", timeout=120)
     assert res.returncode == 0, res.stderr[-4000:]
     data = json.loads(res.stdout)
     flows = {f["name"]: f for f in data["flows"]}
@@ -107,14 +104,13 @@ def test_sigkilled_runs_leave_nothing_destroy_all_cannot_find(engine: None, tmp_
     before = host_state()
     delays = [0.4, 1.0, 1.8, 2.6, 3.4]  # while the dockerd starts, containers start, traffic runs
     for i in range(KILL_RUNS):
-        p = subprocess.Popen([*KPEMU, "run", str(kill_scenario(tmp_path, i)), "--runtime", "host", "--no-trace",
-                              "--out", str(tmp_path / f"out-{i}")], cwd=ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+        p = start_kpemu("run", str(kill_scenario(tmp_path, i)), "--runtime", "host", "--no-trace",
+                        "--out", str(tmp_path / f"out-{i}"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if i % KILL_RUNS != KILL_RUNS - 1 or KILL_RUNS == 1:  # every run but the last is killed
             time.sleep(delays[i % len(delays)])
             p.send_signal(signal.SIGKILL)
         p.wait(timeout=120)
-    res = subprocess.run([*KPEMU, "destroy", "--all"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    res = kpemu("destroy", "--all", timeout=120)
     assert res.returncode == 0, res.stderr
     assert not list_netns("kp-docker-kill-")
     assert kpemu_containers() == []
@@ -131,15 +127,14 @@ def test_exec_in_a_container_member_runs_docker_exec(engine: None, tmp_path: Pat
                   "image": "kpemu/busybox:local", "env": {"PORT": "80"}}],
     }))
     try:
-        assert subprocess.run([*KPEMU, "deploy", str(topo)], cwd=ROOT, capture_output=True).returncode == 0
-        res = subprocess.run([*KPEMU, "exec", "docker-exec", "web-0", "--", "sh", "-c",
-                              "hostname; wget -q -O - http://127.0.0.1/; ip -4 addr show eth0"],
-                             cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+        assert kpemu("deploy", str(topo)).returncode == 0
+        res = kpemu("exec", "docker-exec", "web-0", "--", "sh", "-c",
+                    "hostname; wget -q -O - http://127.0.0.1/; ip -4 addr show eth0", timeout=30)
         assert res.returncode == 0, res.stderr
         lines = res.stdout.splitlines()
         assert lines[:2] == ["web-0", "kpemu pod web-0"]  # the image's own shell, wget and httpd
         assert "inet 10.244.0.2/24" in res.stdout  # kpemu's veth and address in the container
         assert kpemu_containers() == ["kp-docker-exec-web-0"]
     finally:
-        subprocess.run([*KPEMU, "destroy", "docker-exec"], cwd=ROOT, capture_output=True, timeout=60)
+        kpemu("destroy", "docker-exec", timeout=60)
     assert kpemu_containers() == [] and not list_netns("kp-docker-exec-")

@@ -5,19 +5,15 @@ and `--compare-modes` (iptables here, IPVS through the guest or a clear runtime 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kpemu.inputs.scenario import load_scenario
 from kpemu.kernel.netns import list_netns
+from tests.helpers import ROOT, kpemu, needs_root
 
-ROOT = Path(__file__).resolve().parents[2]
-KPEMU = [sys.executable, "-m", "kpemu.cli"]
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
+pytestmark = [needs_root, pytest.mark.root]
 SVC = "KUBE-SVC-4N57TFCL4MD7ZTDA"
 SEP = {"172.17.0.4": "KUBE-SEP-UZXILYFQQ2IZUWN5", "172.17.0.5": "KUBE-SEP-43IWXJI557JKCKCF"}
 HOST_SCENARIOS = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml")
@@ -25,12 +21,8 @@ HOST_SCENARIOS = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml")
                         and load_scenario(p).topology.cni == "flannel-vxlan")
 
 
-def kpemu(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*KPEMU, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-
-
 def run_host(name: str, out: Path, *extra: str) -> dict:
-    res = kpemu(["run", f"scenarios/{name}.yaml", "--runtime", "host", "--out", str(out), *extra])
+    res = kpemu("run", f"scenarios/{name}.yaml", "--runtime", "host", "--out", str(out), *extra, timeout=180)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     assert not list_netns(f"kp-{name}-"), "the lab was not destroyed"
     return json.loads((out / "hops.json").read_text())

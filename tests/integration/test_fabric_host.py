@@ -12,7 +12,7 @@ from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.labstate import load_state
 from kpemu.runtimes.host import deploy_lab
-from tests.conftest import TOPOLOGIES, needs_root
+from tests.helpers import TOPOLOGIES, needs_root
 from tests.integration.fabric_util import Capture, connect, deployed_lab, lab_topology, serve
 
 pytestmark = [needs_root, pytest.mark.root]

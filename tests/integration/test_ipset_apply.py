@@ -5,7 +5,6 @@ Runs on the host kernel (ipsets work here; IPVS does not, see tests/vm/test_ipvs
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
@@ -21,9 +20,9 @@ from kpemu.proxy.ipvs import ipvs_rules
 from kpemu.proxy.ipvs.ipset_text import IpSet, make_set, restore_input
 from kpemu.proxy.ipvs.ipset_text import save_text as ipset_save_text
 from kpemu.proxy.save import rule_lines, ruleset_from_restore, save_text
-from tests.conftest import TOPOLOGIES
+from tests.helpers import TOPOLOGIES, needs_root
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+pytestmark = [needs_root, pytest.mark.root]
 
 
 @pytest.fixture

@@ -5,32 +5,26 @@ with the freshly imported topology in place of the committed one)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from kpemu.kernel.netns import list_netns
-from tests.conftest import ROOT, SCENARIOS
+from tests.helpers import SCENARIOS, kpemu, needs_root
 
-KPEMU = [sys.executable, "-m", "kpemu.cli"]
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
+pytestmark = [needs_root, pytest.mark.root]
 
 
 def test_imported_kubectl_list_runs_as_is(tmp_path: Path) -> None:
     topo = tmp_path / "cluster-topology.yaml"
-    imp = subprocess.run([*KPEMU, "import", "tests/data/k8s/cluster.yaml", "--out", str(topo)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    imp = kpemu("import", "tests/data/k8s/cluster.yaml", "--out", str(topo), timeout=60)
     assert imp.returncode == 0, imp.stderr
     scenario = yaml.safe_load((SCENARIOS / "k8s-import.yaml").read_text())
     scenario["topology"] = str(topo)
     sc = tmp_path / "k8s-import.yaml"
     sc.write_text(yaml.safe_dump(scenario, sort_keys=False))
-    res = subprocess.run([*KPEMU, "run", str(sc), "--runtime", "host", "--out", str(tmp_path / "out"), "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=180)
+    res = kpemu("run", str(sc), "--runtime", "host", "--out", str(tmp_path / "out"), "--json", timeout=180)
     assert res.returncode == 0, res.stderr[-4000:]
     assert not list_netns("kp-k8s-import-"), "the lab was not destroyed"
     data = json.loads(res.stdout)

@@ -26,7 +26,7 @@ from kpemu.kernel import netns as nsmod
 from kpemu.kernel import runowner
 from kpemu.kernel.owner import owner_of
 from kpemu.statedir import STATE_DIR, scratch_dir, state_path
-from tests.conftest import ROOT, SCENARIOS, needs_root
+from tests.helpers import SCENARIOS, kpemu_env, needs_root, start_kpemu
 from tests.integration.fabric_util import root_snapshot
 
 pytestmark = [needs_root, pytest.mark.root]
@@ -93,10 +93,8 @@ def _loose_trace_files() -> set[str]:
     return {str(p) for p in Path("/tmp").glob("kpemu-trace-*")}
 
 
-def _kpemu(*args: str, **kwargs: object) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "kpemu.cli", *args], env=env, text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)  # type: ignore[call-overload]
+def _kpemu(*args: str) -> subprocess.Popen[str]:
+    return start_kpemu(*args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 # (name, a function called as the run starts that returns "has the moment come?")
@@ -159,7 +157,7 @@ PROBE = "from kpemu.runtimes import probe_here; probe_here()"
 def test_probe_interrupted_in_its_namespace_leaves_nothing(sig: signal.Signals, cleanup: str) -> None:
     """Ctrl-C while the start-up probe works in its namespace removes it on the way out; after a
     SIGKILL, `destroy --all` finds it by its record, and so does the next probe (no destroy needed)."""
-    probe = subprocess.Popen([sys.executable, "-c", PROBE], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    probe = subprocess.Popen([sys.executable, "-c", PROBE], env=kpemu_env(),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     mine = f"kp-probe-{probe.pid}-"
     try:
@@ -178,7 +176,7 @@ def test_probe_interrupted_in_its_namespace_leaves_nothing(sig: signal.Signals, 
         assert destroy.returncode == 0, err
     elif cleanup == "next probe":
         assert nsmod.list_netns(mine), "the killed probe's namespace should be left for the next probe"
-        again = subprocess.run([sys.executable, "-c", PROBE], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        again = subprocess.run([sys.executable, "-c", PROBE], env=kpemu_env(),
                                capture_output=True, text=True, timeout=120)
         assert again.returncode == 0, again.stderr
     assert not nsmod.list_netns(mine)

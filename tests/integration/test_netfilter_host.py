@@ -16,7 +16,7 @@ from kpemu.kernel.netfilter import supports_random_fully
 from kpemu.kernel.snapshot import rules_text
 from kpemu.model.topology import Topology
 from kpemu.proxy.modes import mode_of
-from tests.conftest import ROOT, TOPOLOGIES, needs_root
+from tests.helpers import ROOT, TOPOLOGIES, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
 

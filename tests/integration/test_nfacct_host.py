@@ -19,7 +19,7 @@ from kpemu.kernel.netns import run_in
 from kpemu.kernel.snapshot import rules_text
 from kpemu.proxy.iptables import iptables_rules, restore_text, uses_nfacct
 from kpemu.proxy.modes import mode_of
-from tests.conftest import ROOT, needs_root
+from tests.helpers import ROOT, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
 UPSTREAM = ROOT / "tests" / "data" / "upstream" / "iptables-overall.yaml"

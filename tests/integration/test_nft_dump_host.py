@@ -16,10 +16,9 @@ from kpemu.kernel import netns as nsmod
 from kpemu.model.modes import NEWEST_NFT_MINOR, OLDEST_NFT_MINOR
 from kpemu.model.topology import Topology
 from kpemu.proxy.nftables import nftables_transaction
-from tests.conftest import ROOT, needs_root
+from tests.helpers import DATA, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
-DATA = ROOT / "tests" / "data"
 
 
 def _ruleset(ns: str, topo: Topology, node: str) -> str:

@@ -18,10 +18,9 @@ from kpemu.kernel.snapshot import rules_text
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step
 from kpemu.proxy.modes import mode_of
-from tests.conftest import ROOT, needs_root
+from tests.helpers import DATA, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
-DATA = ROOT / "tests" / "data"
 
 
 def _apply(ns: str, topo: Topology, node: str) -> list[dict]:

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +16,9 @@ import pytest
 from kpemu.kernel.netns import list_netns
 from kpemu.report.table import hop_numbers
 from kpemu.report.wireshark import RUN_PCAPNG, flow_pcapng, open_options, tshark_argv
-from tests.conftest import ROOT
+from tests.helpers import kpemu, needs_root
 
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
+pytestmark = [pytest.mark.root, needs_root,
               pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (scripts/setup.sh)")]
 
 
@@ -31,8 +29,7 @@ def _tshark(argv: list[str], cwd: Path) -> list[list[str]]:
 
 
 def test_tshark_follows_one_connection_hop_by_hop(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", "scenarios/clusterip-vxlan.yaml", "--runtime",
-                          "host", "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    res = kpemu("run", "scenarios/clusterip-vxlan.yaml", "--runtime", "host", "--out", str(tmp_path), timeout=180)
     assert res.returncode == 0, "\n".join(ln for ln in res.stdout.splitlines() if ln.startswith("FAIL")) + \
         res.stdout[-2000:] + res.stderr[-2000:]
     assert not list_netns("kp-clusterip-vxlan-")

@@ -15,7 +15,7 @@ from kpemu.inputs.scenario import load_scenario
 from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
 from kpemu.runtimes.host import deploy_lab
-from tests.conftest import ROOT, SCENARIOS, needs_root
+from tests.helpers import ROOT, SCENARIOS, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
 SCENARIO = SCENARIOS / "nodeport-iptables.yaml"

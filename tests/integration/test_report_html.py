@@ -25,7 +25,7 @@ import pytest
 from kpemu.inputs.scenario import load_scenario
 from kpemu.inputs.topology import load_topology
 from kpemu.report.html import render_html
-from tests.conftest import ROOT, SCENARIOS, TOPOLOGIES
+from tests.helpers import ROOT, SCENARIOS, TOPOLOGIES
 from tests.unit.test_mermaid import FLOW
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

@@ -4,9 +4,7 @@ named, or run under its own lab name), and `destroy --all` while a run is live."
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.labstate import load_state
 from kpemu.statedir import scratch_dir
-from tests.conftest import ROOT, SCENARIOS, needs_root
+from tests.helpers import SCENARIOS, kpemu, needs_root, start_kpemu
 
 pytestmark = [needs_root, pytest.mark.root]
 SCENARIO = SCENARIOS / "faults" / "stale-conntrack.yaml"  # traced, with the drop tracer: scratch files to lose
@@ -23,9 +21,7 @@ LAB = "flt-stale-conntrack"
 
 
 def _kpemu(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "kpemu.cli", *args], cwd=ROOT, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    return start_kpemu(*args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def _owned(lab: str, run: subprocess.Popen[str]) -> None:
@@ -47,9 +43,7 @@ def _passed(run: subprocess.Popen[str], out: Path) -> dict:
 def test_a_second_run_of_a_running_lab_is_refused_and_the_first_passes_untouched(tmp_path: Path) -> None:
     first = _kpemu("run", str(SCENARIO), "--runtime", "host", "--out", str(tmp_path / "first"))
     _owned(LAB, first)
-    second = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", str(SCENARIO), "--runtime", "host",
-                             "--out", str(tmp_path / "second")], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                            capture_output=True, text=True, timeout=120)
+    second = kpemu("run", str(SCENARIO), "--runtime", "host", "--out", str(tmp_path / "second"), timeout=120)
     err = " ".join(second.stderr.split())
     assert second.returncode == 3, err
     assert (f"kpemu: lab '{LAB}' is in use by kpemu run (pid {first.pid}, output folder {tmp_path / 'first'}, "
@@ -78,12 +72,10 @@ def test_two_copies_run_at_once_under_two_lab_names(tmp_path: Path) -> None:
 def test_destroy_all_leaves_a_live_run_alone(tmp_path: Path) -> None:
     run = _kpemu("run", str(SCENARIO), "--runtime", "host", "--out", str(tmp_path / "live"))
     _owned(LAB, run)
-    destroy = subprocess.run([sys.executable, "-m", "kpemu.cli", "destroy", "--all"], cwd=ROOT,
-                             env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=120)
+    destroy = kpemu("destroy", "--all", timeout=120)
     assert destroy.returncode == 0, destroy.stderr
     out = " ".join(destroy.stdout.split())
     assert f"left alone, in use: lab {LAB} by kpemu run (pid {run.pid}, output folder {tmp_path / 'live'}" in out
-    by_name = subprocess.run([sys.executable, "-m", "kpemu.cli", "destroy", LAB], cwd=ROOT,
-                             env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=120)
+    by_name = kpemu("destroy", LAB, timeout=120)
     assert by_name.returncode == 3 and f"lab '{LAB}' is in use by kpemu run (pid {run.pid}" in by_name.stderr
     _passed(run, tmp_path / "live")

@@ -5,7 +5,6 @@ Runs on the host (never inside the guest: no nested QEMU). Boots the real guest 
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -15,19 +14,12 @@ from kpemu.kernel.probe import GUEST_FEATURES
 from kpemu.runtimes import in_guest, probe_here
 from kpemu.runtimes.kernels import GuestKernel, find_kernel
 from kpemu.runtimes.qemu import guest_running
-
-ROOT = Path(__file__).resolve().parents[2]
-KPEMU = str(ROOT / ".venv" / "bin" / "kpemu")
+from tests.helpers import kpemu, needs_root, start_kpemu
 
 pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root"),
+    needs_root,
     pytest.mark.skipif(in_guest(), reason="already inside the guest (no nested QEMU)"),
 ]
-
-
-def kpemu(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([KPEMU, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, **(env or {})}, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +80,8 @@ def test_a_guest_dies_with_the_kpemu_that_started_it(tmp_path: Path, guest_kerne
     from kpemu.runtimes.guest import stray_guests
 
     out = tmp_path / "out"
-    proc = subprocess.Popen([KPEMU, "vm", "exec", "--out", str(out), "--", "sleep", "600"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_kpemu("vm", "exec", "--out", str(out), "--", "sleep", "600", stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not (out / ".kpemu-guest-started").exists() and time.monotonic() < deadline:
         time.sleep(0.2)  # the guest runs the command: QEMU is up and holds the lock

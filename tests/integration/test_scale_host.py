@@ -10,7 +10,7 @@ from kpemu.kernel import netns as nsmod
 from kpemu.runtimes.host import deploy_lab
 from kpemu.statedir import state_path
 from scripts.benches.fabric import large_topology
-from tests.conftest import needs_root
+from tests.helpers import needs_root
 
 
 @needs_root

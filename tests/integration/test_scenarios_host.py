@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,18 +14,13 @@ import pytest
 import yaml
 
 from kpemu.kernel.netns import list_netns
+from tests.helpers import ROOT, kpemu, needs_root, start_kpemu
 
-ROOT = Path(__file__).resolve().parents[2]
-KPEMU = [sys.executable, "-m", "kpemu.cli"]
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
-
-
-def run(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*KPEMU, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+pytestmark = [needs_root, pytest.mark.root]
 
 
 def run_scenario(name: str, out: Path) -> dict:
-    res = run(["run", f"scenarios/{name}.yaml", "--runtime", "host", "--out", str(out), "--json"])
+    res = kpemu("run", f"scenarios/{name}.yaml", "--runtime", "host", "--out", str(out), "--json", timeout=120)
     assert res.returncode == 0, res.stderr[-4000:]
     assert not list_netns(f"kp-{name}-"), "the lab was not destroyed"
     for f in ("report.md", "hops.json"):
@@ -108,7 +102,7 @@ def test_wrong_expectation_exits_1_with_diff(tmp_path: Path) -> None:
     }
     path = tmp_path / "wrong.yaml"
     path.write_text(yaml.safe_dump(scenario))
-    res = run(["run", str(path), "--runtime", "host", "--out", str(tmp_path / "out")])
+    res = kpemu("run", str(path), "--runtime", "host", "--out", str(tmp_path / "out"), timeout=120)
     assert res.returncode == 1, res.stderr[-3000:]
     out = res.stdout + res.stderr
     assert "FAIL f: hop web-1/eth0 (request)" in out
@@ -145,8 +139,8 @@ def test_sigint_leaves_nothing_behind(tmp_path: Path) -> None:
     # keeps it across exec; one handled here is reset to the default, which Python turns into Ctrl-C.
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        proc = subprocess.Popen([*KPEMU, "run", str(path), "--runtime", "host", "--out", str(tmp_path / "out")],
-                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = start_kpemu("run", str(path), "--runtime", "host", "--out", str(tmp_path / "out"),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     finally:
         signal.signal(signal.SIGINT, old)
     deadline = time.monotonic() + 30

@@ -4,22 +4,18 @@ holds and the nft oracle agrees with the kernel's `nft monitor trace` on every c
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kpemu.kernel.netns import list_netns
+from tests.helpers import kpemu, needs_root
 
-ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
+pytestmark = [needs_root, pytest.mark.root]
 
 
 def _run(name: str, out: Path) -> dict:
-    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", f"scenarios/{name}.yaml", "--runtime", "host",
-                          "--out", str(out), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    res = kpemu("run", f"scenarios/{name}.yaml", "--runtime", "host", "--out", str(out), "--json", timeout=180)
     assert res.returncode == 0, res.stderr[-4000:]
     assert not [n for n in list_netns("kp-") if n.startswith(("kp-nft-cip-", "kp-nft-np-", "kp-nft-lb-", "kp-nft-hp-"))]
     assert (out / "rules" / "node1.nft").read_text().startswith("table ip kube-proxy {\n")

@@ -45,7 +45,7 @@ from kpemu.proxy.modes import node_state
 from kpemu.runtimes.host import deploy_lab
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.server import serve_pods
-from tests.conftest import TOPOLOGIES, needs_root
+from tests.helpers import TOPOLOGIES, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
 SVC = base64.b32encode(hashlib.sha256(b"default/web:httptcp").digest()).decode()[:16]

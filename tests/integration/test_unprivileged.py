@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT, SCENARIOS, TOPOLOGIES, needs_root
+from tests.helpers import KPEMU, ROOT, SCENARIOS, TOPOLOGIES, needs_root
 
 pytestmark = [needs_root, pytest.mark.root,
               pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) not installed")]
@@ -30,7 +29,7 @@ SCENARIO = str(SCENARIOS / "nodeport-iptables.yaml")
 def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT), "HOME": "/nonexistent",
            "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run([*NOBODY, sys.executable, "-m", "kpemu.cli", *args], capture_output=True, text=True,
+    return subprocess.run([*NOBODY, *KPEMU, *args], capture_output=True, text=True,
                           env=env, cwd="/", timeout=60)
 
 

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,9 +32,9 @@ from kpemu.kernel.netns import list_netns, run_in
 from kpemu.labplan import LabPlan, lab_plan
 from kpemu.runtimes.host import HostRuntime
 from kpemu.statedir import scratch_dir
+from tests.helpers import ROOT, kpemu, needs_root
 
-ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
+pytestmark = [needs_root, pytest.mark.root]
 FAULTS = sorted((ROOT / "scenarios" / "faults").glob("*.yaml"))
 DROP_RULE = ('-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "default/web:http has no local endpoints" '
              '-m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DROP')
@@ -97,8 +96,7 @@ def test_fault_scenario_dies_where_and_why_it_expects(path: Path, tmp_path: Path
         pytest.skip(f"kernel drop reasons unavailable: {why_unavailable()}")
     if any(fault_registry.FAULTS[f.kind].features for f in load_scenario(path).spec.faults):
         pytest.skip("a fault that only kpemu's guest kernel may apply (tests/vm runs it)")
-    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", str(path), "--runtime", "host",
-                          "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    res = kpemu("run", str(path), "--runtime", "host", "--out", str(tmp_path), timeout=180)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     data = json.loads((tmp_path / "hops.json").read_text())
     died = [c for c in data["checks"] if c["what"] == "died"]
@@ -120,10 +118,8 @@ def _tracing_instances() -> list[str]:
 def test_without_bpftrace_the_kernel_reason_is_joined_by_time_window_and_no_instance_stays(tmp_path: Path) -> None:
     if why_no_reasons() is not None:
         pytest.skip(f"kernel drop reasons unavailable: {why_no_reasons()}")
-    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", str(ROOT / "scenarios" / "faults" /
-                                                                        "no-masquerade.yaml"),
-                          "--runtime", "host", "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=180, env={**os.environ, "KPEMU_DROP_TRACE": "tracefs"})
+    res = kpemu("run", str(ROOT / "scenarios" / "faults" / "no-masquerade.yaml"), "--runtime", "host",
+                "--out", str(tmp_path), timeout=180, env={"KPEMU_DROP_TRACE": "tracefs"})
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     flow = json.loads((tmp_path / "hops.json").read_text())["flows"][0]
     v = flow["verdict"]

@@ -31,9 +31,7 @@ import yaml
 
 from kpemu.cli import build_parser
 from kpemu.errors import InputError, KpemuError
-from tests.conftest import ROOT
-
-DATA = ROOT / "tests" / "data"
+from tests.helpers import DATA, ROOT
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,6 @@ topology, backend web-1 10.244.1.5 on node2), joined with a synthetic ledger."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from kpemu.analyse.attribution.xtables import (
     attribute_connection,
     counter_deltas,
@@ -16,8 +14,9 @@ from kpemu.analyse.attribution.xtables import (
 )
 from kpemu.analyse.ledger import Change, ConnLedger, Hop, PointInfo
 from kpemu.capture.pcap import Outer, Pkt
+from tests.helpers import ROOT
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "trace"
+DATA = ROOT / "tests" / "data" / "trace"
 SVC = "CDGGSHYLG3RE2FKL"
 
 

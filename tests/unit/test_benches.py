@@ -4,11 +4,12 @@ caught here, not at the next `make bench`)."""
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import pytest
 
-BENCHES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "scripts" / "benches").glob("*.py")
+from tests.helpers import ROOT
+
+BENCHES = sorted(p.stem for p in (ROOT / "scripts" / "benches").glob("*.py")
                  if p.stem != "__init__")
 
 

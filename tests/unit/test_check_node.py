@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.unit.cli_run import ROOT, kpemu
+from tests.helpers import ROOT, cli
 
 DUMP = ["--iptables-save", "tests/data/seed-001.iptables-save"]
 IPVS = ["--iptables-save", "tests/data/seed-000-node1.iptables-save", "--ipvs", "tests/data/seed-000-node1.ipvs",
@@ -30,7 +30,7 @@ Service default/nginx
 
 def test_seed_001_dump_equals_its_service() -> None:
     for topology in ("topologies/seed-001.yaml", "tests/data/k8s/seed-001.yaml"):  # kpemu topology, k8s objects
-        res = kpemu("check-node", topology, "--node", "minikube", *DUMP)
+        res = cli("check-node", topology, "--node", "minikube", *DUMP)
         assert res.returncode == 0, res.stderr
         assert res.stdout == (
             "node minikube: kube-proxy 1.14 iptables mode; compared tests/data/seed-001.iptables-save (iptables-save)\n"
@@ -38,13 +38,13 @@ def test_seed_001_dump_equals_its_service() -> None:
 
 
 def test_one_endpoint_removed_names_the_stale_sep_chain() -> None:
-    res = kpemu("check-node", "tests/data/k8s/seed-001-one-endpoint.yaml", "--node", "minikube", *DUMP)
+    res = cli("check-node", "tests/data/k8s/seed-001-one-endpoint.yaml", "--node", "minikube", *DUMP)
     assert res.returncode == 1, res.stderr
     assert res.stdout == STALE
 
 
 def test_json_for_scripts() -> None:
-    res = kpemu("check-node", "tests/data/k8s/seed-001-one-endpoint.yaml", "--node", "minikube", *DUMP, "-o", "json")
+    res = cli("check-node", "tests/data/k8s/seed-001-one-endpoint.yaml", "--node", "minikube", *DUMP, "-o", "json")
     assert res.returncode == 1
     data = json.loads(res.stdout)
     assert not data["equal"] and [g["service"] for g in data["groups"]] == ["default/nginx"]
@@ -56,7 +56,7 @@ def test_json_for_scripts() -> None:
 def test_rules_of_a_deleted_service(tmp_path: Path) -> None:
     topo = tmp_path / "renamed.yaml"
     topo.write_text((ROOT / "topologies" / "seed-001.yaml").read_text().replace("  - name: nginx\n", "  - name: web\n"))
-    res = kpemu("check-node", str(topo), "--node", "minikube", *DUMP, "-o", "json")
+    res = cli("check-node", str(topo), "--node", "minikube", *DUMP, "-o", "json")
     assert res.returncode == 1
     groups = {g["service"]: g for g in json.loads(res.stdout)["groups"]}
     assert set(groups) == {"default/nginx", "default/web"}
@@ -66,17 +66,17 @@ def test_rules_of_a_deleted_service(tmp_path: Path) -> None:
                                                                   "nat/KUBE-SEP-UZXILYFQQ2IZUWN5"]
     assert groups["default/web"]["serviceExists"] and groups["default/web"]["missingEndpoints"]
     assert "Service default/nginx: the Service no longer exists, its rules remain" in \
-        kpemu("check-node", str(topo), "--node", "minikube", *DUMP).stdout
+        cli("check-node", str(topo), "--node", "minikube", *DUMP).stdout
 
 
 def test_ipvs_node_equal_then_a_stale_real_server(tmp_path: Path) -> None:
-    ok = kpemu("check-node", "topologies/calico-ipip.yaml", "--node", "node1", *IPVS)
+    ok = cli("check-node", "topologies/calico-ipip.yaml", "--node", "node1", *IPVS)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.endswith("no drift: the 47 kube-proxy rules equal what kube-proxy would program\n")
     ipvs = tmp_path / "node1.ipvs"
     ipvs.write_text((ROOT / "tests/data/seed-000-node1.ipvs").read_text()
                     + "-a -t 10.246.198.17:30080 -r 192.168.97.99:80 -m -w 1\n")
-    bad = kpemu("check-node", "topologies/calico-ipip.yaml", "--node", "node1", "--ipvs", str(ipvs), "--ipset",
+    bad = cli("check-node", "topologies/calico-ipip.yaml", "--node", "node1", "--ipvs", str(ipvs), "--ipset",
                 "tests/data/seed-000-node1.ipset")
     assert bad.returncode == 1
     assert "  stale endpoint 192.168.97.99:80: ipvs -t 10.246.198.17:30080 is in the dump, but not among the " \
@@ -84,15 +84,15 @@ def test_ipvs_node_equal_then_a_stale_real_server(tmp_path: Path) -> None:
 
 
 def test_bad_input_exits_2(tmp_path: Path) -> None:
-    none = kpemu("check-node", "topologies/seed-001.yaml", "--node", "minikube")
+    none = cli("check-node", "topologies/seed-001.yaml", "--node", "minikube")
     assert none.returncode == 2 and "give the node's dumps to check" in none.stderr
-    node = kpemu("check-node", "topologies/seed-001.yaml", "--node", "node9", *DUMP)
+    node = cli("check-node", "topologies/seed-001.yaml", "--node", "node9", *DUMP)
     assert node.returncode == 2 and "--node 'node9' is not a node of topology 'seed001'" in node.stderr
-    ipvs = kpemu("check-node", "topologies/seed-001.yaml", "--node", "minikube", "--ipvs", "x")
+    ipvs = cli("check-node", "topologies/seed-001.yaml", "--node", "minikube", "--ipvs", "x")
     assert ipvs.returncode == 2 and "--ipvs/--ipset need kube-proxy in IPVS mode" in ipvs.stderr
     junk = tmp_path / "junk.ipvs"
     junk.write_text("-A -t 10.0.0.1:80 -s rr\nTCP  10.0.0.1:80 rr\n")
-    res = kpemu("check-node", "topologies/calico-ipip.yaml", "--node", "node1", "--ipvs", str(junk))
+    res = cli("check-node", "topologies/calico-ipip.yaml", "--node", "node1", "--ipvs", str(junk))
     assert res.returncode == 2 and res.stderr.startswith(f"{junk}: line 2: not an ipvsadm -Sn line")
 
 
@@ -105,5 +105,5 @@ def test_rules_of_other_programs_are_not_drift(tmp_path: Path) -> None:
                                     "COMMIT\n")
     dump = tmp_path / "node.iptables-save"
     dump.write_text(text)
-    res = kpemu("check-node", "topologies/seed-001.yaml", "--node", "minikube", "--iptables-save", str(dump))
+    res = cli("check-node", "topologies/seed-001.yaml", "--node", "minikube", "--iptables-save", str(dump))
     assert res.returncode == 0, res.stdout

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from kpemu.cli import build_parser, main
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 REPORTING = [["validate", "x.yaml"], ["rules", "t.yaml", "--node", "n"], ["doctor"], ["inspect"], ["vm", "status"],
              ["graph", "t.yaml"], ["runs"], ["examples"], ["schema", "topology"]]

@@ -6,24 +6,24 @@ import json
 
 import yaml
 
-from tests.unit.cli_run import kpemu
+from tests.helpers import cli
 
 TOPO = "topologies/seed-001.yaml"
 
 
 def test_topology_as_argument_or_dash_t() -> None:
-    by_arg = kpemu("rules", TOPO, "--node", "minikube", "--format", "iptables-save")
-    by_t = kpemu("rules", "-t", TOPO, "--node", "minikube", "--format", "iptables-save")
-    by_topo = kpemu("graph", "--topo", TOPO, "--format", "dot")
+    by_arg = cli("rules", TOPO, "--node", "minikube", "--format", "iptables-save")
+    by_t = cli("rules", "-t", TOPO, "--node", "minikube", "--format", "iptables-save")
+    by_topo = cli("graph", "--topo", TOPO, "--format", "dot")
     assert by_arg.returncode == by_t.returncode == by_topo.returncode == 0
-    assert by_t.stdout == by_arg.stdout and by_topo.stdout == kpemu("graph", TOPO, "--format", "dot").stdout
+    assert by_t.stdout == by_arg.stdout and by_topo.stdout == cli("graph", TOPO, "--format", "dot").stdout
 
 
 def test_topology_given_twice_or_not_at_all_is_refused() -> None:
-    both = kpemu("rules", TOPO, "-t", TOPO, "--node", "minikube")
+    both = cli("rules", TOPO, "-t", TOPO, "--node", "minikube")
     assert (both.returncode, both.stderr.strip()) == (
         2, f"kpemu rules: give the topology once: {TOPO} as the argument or -t {TOPO}, not both")
-    none = kpemu("check-node", "--node", "minikube", "--iptables-save", "tests/data/seed-001.iptables-save")
+    none = cli("check-node", "--node", "minikube", "--iptables-save", "tests/data/seed-001.iptables-save")
     assert (none.returncode, none.stderr.strip()) == (
         2, "kpemu check-node: which topology? give it as the first argument or with -t FILE")
 
@@ -31,50 +31,42 @@ def test_topology_given_twice_or_not_at_all_is_refused() -> None:
 def test_check_node_and_trace_print_yaml_as_they_print_json() -> None:
     args = ("check-node", "-t", "tests/data/k8s/seed-001.yaml", "--node", "minikube",
             "--iptables-save", "tests/data/seed-001.iptables-save")
-    as_json, as_yaml = kpemu(*args, "-o", "json"), kpemu(*args, "-o", "yaml")
+    as_json, as_yaml = cli(*args, "-o", "json"), cli(*args, "-o", "yaml")
     assert as_json.returncode == as_yaml.returncode
     assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout)
     trace = ("trace", "--iptables-save", "tests/data/seed-001.iptables-save", "--node", "minikube",
              "--node-ip", "192.168.49.2", "--src", "10.242.72.50", "--dst", "192.168.49.2:30180")
-    assert yaml.safe_load(kpemu(*trace, "-o", "yaml").stdout) == json.loads(kpemu(*trace, "-o", "json").stdout)
+    assert yaml.safe_load(cli(*trace, "-o", "yaml").stdout) == json.loads(cli(*trace, "-o", "json").stdout)
 
 
 def test_standard_input_is_a_file_named_dash() -> None:
-    import subprocess
-    import sys
+    from tests.helpers import ROOT, kpemu
 
-    from tests.unit.cli_run import ROOT
-
-    text = (ROOT / TOPO).read_bytes()
-    v = subprocess.run([sys.executable, "-m", "kpemu.cli", "validate", "-"], input=text, capture_output=True,
-                       cwd=ROOT, timeout=60)
-    assert (v.returncode, v.stdout.decode()) == (0, "-: ok (topology)\n1 of 1 file(s) valid\n")
-    r = subprocess.run([sys.executable, "-m", "kpemu.cli", "rules", "-t", "-", "--node", "minikube", "--format",
-                        "iptables-save"], input=text, capture_output=True, cwd=ROOT, timeout=60)
-    assert r.stdout.decode() == kpemu("rules", TOPO, "--node", "minikube", "--format", "iptables-save").stdout
+    text = (ROOT / TOPO).read_text()
+    v = kpemu("validate", "-", input=text, timeout=60)
+    assert (v.returncode, v.stdout) == (0, "-: ok (topology)\n1 of 1 file(s) valid\n")
+    r = kpemu("rules", "-t", "-", "--node", "minikube", "--format", "iptables-save", input=text, timeout=60)
+    assert r.stdout == cli("rules", TOPO, "--node", "minikube", "--format", "iptables-save").stdout
 
 
 def test_inspect_all_is_every_lab_and_not_one() -> None:
-    r = kpemu("inspect", "flannel", "--all")
+    r = cli("inspect", "flannel", "--all")
     assert (r.returncode, r.stderr.strip()) == (
         2, "kpemu inspect: --all shows every lab; give it without a lab name (flannel)")
-    assert kpemu("inspect", "--all", "-o", "json").stdout == kpemu("inspect", "-o", "json").stdout
+    assert cli("inspect", "--all", "-o", "json").stdout == cli("inspect", "-o", "json").stdout
 
 
 def _complete(line: str, tmp_path: object) -> list[str]:
     """What the shell would offer after `line` (argcomplete's protocol, as `kpemu completion bash` drives it)."""
-    import os
-    import subprocess
-    import sys
     from pathlib import Path
 
-    from tests.unit.cli_run import ROOT
+    from tests.helpers import kpemu
 
     out = Path(str(tmp_path)) / "completions"
-    env = {**os.environ, "COMP_LINE": line, "COMP_POINT": str(len(line)), "_ARGCOMPLETE": "1",
-           "_ARGCOMPLETE_IFS": "\n", "_ARGCOMPLETE_STDOUT_FILENAME": str(out), "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "kpemu.cli"], env=env, cwd=ROOT, timeout=60, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {"COMP_LINE": line, "COMP_POINT": str(len(line)), "_ARGCOMPLETE": "1",
+           "_ARGCOMPLETE_IFS": "\n", "_ARGCOMPLETE_STDOUT_FILENAME": str(out)}
+    done = kpemu(env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
     return sorted(c.rstrip(" ") for c in out.read_text().split("\n") if c)  # a lone answer ends in a space
 
 

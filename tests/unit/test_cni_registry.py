@@ -39,7 +39,7 @@ from kpemu.plan.types import Route
 from kpemu.proxy.ipvs import ipvs_rules
 from kpemu.report.graph import topology_dot, topology_html, topology_mermaid
 from kpemu.report.wireshark import open_options
-from tests.conftest import ROOT, TOPOLOGIES
+from tests.helpers import ROOT, TOPOLOGIES
 
 TOY = "toy-gw"
 TOY_BRIDGE = "toy0"

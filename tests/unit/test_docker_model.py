@@ -22,7 +22,7 @@ from kpemu.model import topology_from_data
 from kpemu.model.scenario import Expectation
 from kpemu.traffic import http
 from kpemu.traffic.container import command_for, connection_result
-from tests.conftest import SCENARIOS, TOPOLOGIES
+from tests.helpers import SCENARIOS, TOPOLOGIES
 
 TOPO = yaml.safe_load((TOPOLOGIES / "flannel-vxlan.yaml").read_text())
 IMAGE = "kpemu/busybox:local"

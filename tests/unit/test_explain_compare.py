@@ -3,15 +3,13 @@ bridged packet, the oracle per connection from a recorded trace, and the mode co
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from kpemu.analyse.attribution.xtables import parse_trace
 from kpemu.analyse.explain.iptables import access_kind, routed_pass
 from kpemu.inputs.scenario import load_scenario
 from kpemu.plan.tracing import flow_match, trace_rule_args
 from kpemu.report.compare import compare_flow
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "trace"
 
 

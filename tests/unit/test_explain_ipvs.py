@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 from kpemu.analyse.explain import explain_flow
 from kpemu.analyse.explain.types import FlowExplanation
@@ -26,8 +25,8 @@ from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs.build import release_tuple
 from kpemu.labplan import lab_plan
 from kpemu.plan.tracing import TraceData
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "trace"
 SC = load_scenario(ROOT / "scenarios" / "nft-nodeport.yaml", "ipvs")
 REC = json.loads(gzip.decompress((DATA / "ipvs_nft_nodeport_ledger.json.gz").read_bytes()))

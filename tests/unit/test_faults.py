@@ -14,8 +14,7 @@ from kpemu.kernel.drops import bpf_program
 from kpemu.kernel.faults import rules_to_delete
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import ROOT
 
 
 def _topo() -> Topology:

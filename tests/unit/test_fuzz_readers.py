@@ -8,14 +8,13 @@ was wrong. How long the slowest case takes is measured by `scripts/bench.py read
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import kpemu
 from tests.unit.fuzz_readers import DATA, TARGETS, Target, case_path, cases, run_case, violation
 
 PER_TARGET = int(os.environ.get("KPEMU_FUZZ_CASES", "250"))  # per target; 8 targets: 2,000 cases (more for a soak)
@@ -133,9 +132,8 @@ def test_the_cli_refuses_a_hostile_dump_without_a_traceback(tmp_path: Path) -> N
     """One case through a real `python -m kpemu.cli` process: exit 2, one line on stderr."""
     bad = tmp_path / "node.iptables-save"
     bad.write_bytes((DATA / "seed-001.iptables-save").read_bytes().replace(b"172.17.0.5/32", b"x.x.x.x/32", 1))
-    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "trace", "--iptables-save", str(bad), "--node", "n",
-                          "--node-ip", "192.168.49.2", "--src", "10.242.72.50", "--dst", "192.168.49.2:30180"],
-                         capture_output=True, text=True, timeout=60, cwd=DATA.parents[1])
+    res = kpemu("trace", "--iptables-save", str(bad), "--node", "n", "--node-ip", "192.168.49.2",
+                "--src", "10.242.72.50", "--dst", "192.168.49.2:30180", timeout=60)
     assert res.returncode == 2
     assert "Traceback" not in res.stderr
     assert res.stderr.startswith(f"{bad}: line 12: ")

@@ -8,7 +8,7 @@ import pytest
 
 from kpemu.cli import main
 from kpemu.inputs.topology import load_topology
-from tests.conftest import TOPOLOGIES
+from tests.helpers import TOPOLOGIES
 
 
 def test_mermaid_has_every_node_pod_and_address() -> None:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from kpemu.analyse.attribution.xtables import parse_trace
 from kpemu.analyse.hooks import check_hook_claim, hook_walk, hooks_only, walk_text
 from kpemu.proxy.modes import MODES
+from tests.helpers import ROOT
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "trace"
+DATA = ROOT / "tests" / "data" / "trace"
 FORWARDED = ["PREROUTING", "FORWARD", "POSTROUTING"]
 LOCAL = ["PREROUTING", "INPUT", "POSTROUTING"]
 

@@ -19,8 +19,7 @@ import yaml
 
 from kpemu.cli import main
 from kpemu.inputs.yaml_reader import MAX_FILE_BYTES
-from tests.conftest import TOPOLOGIES
-from tests.unit.cli_run import without_places
+from tests.helpers import TOPOLOGIES, without_places
 
 GOOD = yaml.safe_load((TOPOLOGIES / "flannel-vxlan.yaml").read_text())
 GOOD_TEXT = (TOPOLOGIES / "flannel-vxlan.yaml").read_text()

@@ -17,7 +17,7 @@ from kpemu.jobs.build import collect_job
 from kpemu.jobs.schema import JOB_VERSION, Collected, Job, Readback
 from kpemu.labplan import lab_plan
 from kpemu.plan.tracing import CounterSnapshot, TraceData
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 SCENARIO = ROOT / "scenarios" / "nodeport-ipvs.yaml"
 

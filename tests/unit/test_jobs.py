@@ -14,7 +14,7 @@ from kpemu.plan.batch import fabric_steps, route_line
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Route
 from kpemu.proxy.modes import mode_of
-from tests.conftest import TOPOLOGIES
+from tests.helpers import TOPOLOGIES
 
 
 def test_fabric_is_a_few_batches_per_namespace_and_veths_go_straight_into_their_namespaces() -> None:

@@ -5,15 +5,13 @@ is accepted."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
 from kpemu.inputs.scenario import load_scenario
 from kpemu.inputs.topology import load_topology
-from tests.unit.cli_run import ROOT, kpemu
+from tests.helpers import ROOT, cli, kpemu
 
 CLUSTER = "tests/data/k8s/cluster.yaml"
 
@@ -93,19 +91,19 @@ def _manifest(tmp_path: Path, *services: str) -> Path:
 
 
 def _imported(tmp_path: Path, *services: str) -> tuple[dict, str]:
-    res = kpemu("import", str(_manifest(tmp_path, *services)))
+    res = cli("import", str(_manifest(tmp_path, *services)))
     assert res.returncode == 0, res.stderr
     return yaml.safe_load(res.stdout), res.stdout
 
 
 def _error(tmp_path: Path, *services: str) -> str:
-    res = kpemu("import", str(_manifest(tmp_path, *services)))
+    res = cli("import", str(_manifest(tmp_path, *services)))
     assert res.returncode == 2 and not res.stdout and "Traceback" not in res.stderr
     return res.stderr
 
 
 def test_kubectl_list_imports_to_the_committed_topology() -> None:
-    res = kpemu("import", CLUSTER, "--name", "k8s-cluster")
+    res = cli("import", CLUSTER, "--name", "k8s-cluster")
     assert res.returncode == 0, res.stderr
     first, _, rest = res.stdout.partition("\n")
     assert first == "# yaml-language-server: $schema=schemas/topology.schema.json"  # relative to where it goes
@@ -147,7 +145,7 @@ services:
 
 
 def test_unmodelled_fields_are_listed_not_dropped() -> None:
-    text = kpemu("import", CLUSTER).stdout
+    text = cli("import", CLUSTER).stdout
     header = text[: text.index("\nname: ")]
     for line in ("#   cni flannel-vxlan inferred from the node annotations",
                  "#     metadata.managedFields (6)", "#     spec.containers[].image (6)",
@@ -161,8 +159,8 @@ def test_the_list_is_a_topology_everywhere() -> None:
     direct = load_topology(ROOT / CLUSTER)
     imported = load_topology(ROOT / "topologies" / "k8s-cluster.yaml")
     assert direct.model_copy(update={"name": "k8s-cluster"}) == imported
-    assert kpemu("validate", CLUSTER).stdout == f"{CLUSTER}: ok (topology)\n1 of 1 file(s) valid\n"
-    assert "KUBE-SVC-" in kpemu("rules", CLUSTER, "--node", "k8s-w1", "--format", "iptables-save").stdout
+    assert cli("validate", CLUSTER).stdout == f"{CLUSTER}: ok (topology)\n1 of 1 file(s) valid\n"
+    assert "KUBE-SVC-" in cli("rules", CLUSTER, "--node", "k8s-w1", "--format", "iptables-save").stdout
 
 
 def test_scenario_topology_may_be_kubernetes_objects(tmp_path: Path) -> None:
@@ -177,7 +175,7 @@ def test_directory_of_an_older_calico_ipvs_cluster() -> None:
     """1.18: Endpoints-era objects, discovery.k8s.io/v1beta1 slices (topology, not nodeName), a
     KubeProxyConfiguration, pasted manifests (clusterIP and nodePort allocated), a named targetPort
     served on different numbers, a node without spec.podCIDR, a hostNetwork pod, a headless Service."""
-    res = kpemu("import", "tests/data/k8s/calico-1.18", "--name", "calico118")
+    res = cli("import", "tests/data/k8s/calico-1.18", "--name", "calico118")
     assert res.returncode == 0, res.stderr
     assert res.stdout[res.stdout.index("name: calico118"):] == CALICO_118
     assert """\
@@ -240,7 +238,7 @@ endpoints:
 - {addresses: [10.244.0.5], nodeName: n1, conditions: {ready: false, serving: true, terminating: true}}
 - {addresses: [10.244.0.9], nodeName: n1, conditions: {ready: true}}
 """)
-    res = kpemu("import", str(f))
+    res = cli("import", str(f))
     assert res.returncode == 0, res.stderr
     svc = yaml.safe_load(res.stdout)["services"][0]
     assert svc["endpoints"] == [
@@ -287,7 +285,7 @@ def test_what_the_api_server_rejects(tmp_path: Path) -> None:
 def test_unknown_kind_and_not_an_object(tmp_path: Path) -> None:
     f = tmp_path / "objects.yaml"
     f.write_text(NODE + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n---\nnodes: []\n")
-    res = kpemu("import", str(f))
+    res = cli("import", str(f))
     assert res.returncode == 2
     assert res.stderr.splitlines() == [
         f"{f}: line 20: document 3 kind: unknown kind 'Deployment'; kpemu reads Node, Pod, Service, EndpointSlice, "
@@ -296,23 +294,22 @@ def test_unknown_kind_and_not_an_object(tmp_path: Path) -> None:
         f"{f}: line 23: document 4: not a Kubernetes object (expected apiVersion and kind); give kubectl output, "
         "e.g. kubectl get nodes,pods,services,endpointslices -A -o yaml",
     ]
-    assert kpemu("import", str(tmp_path / "missing.yaml")).stderr == f"{tmp_path / 'missing.yaml'}: no such file or " \
+    assert cli("import", str(tmp_path / "missing.yaml")).stderr == f"{tmp_path / 'missing.yaml'}: no such file or " \
                                                                         "directory\n"
 
 
 def test_cni_given_or_inferred(tmp_path: Path) -> None:
     f = _manifest(tmp_path)
-    assert yaml.safe_load(kpemu("import", str(f)).stdout)["cni"] == "flannel-vxlan"
+    assert yaml.safe_load(cli("import", str(f)).stdout)["cni"] == "flannel-vxlan"
     f.write_text(NODE.replace("flannel.alpha.coreos.com/backend-type: vxlan", "other: x"))
-    res = kpemu("import", str(f), "--cni", "calico-ipip", "--name", "given")
+    res = cli("import", str(f), "--cni", "calico-ipip", "--name", "given")
     data = yaml.safe_load(res.stdout)
     assert (data["cni"], data["name"], data["kubeProxy"]["version"]) == ("calico-ipip", "given", "1.30")
 
 
 def test_standard_input(tmp_path: Path) -> None:
     f = _manifest(tmp_path, "metadata: {name: manual}\nspec: {ports: [{port: 80}]}\n")
-    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "import", "-", "--name", "piped"], cwd=ROOT,
-                         input=f.read_text(), capture_output=True, text=True, check=False)
+    res = kpemu("import", "-", "--name", "piped", input=f.read_text())
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("# yaml-language-server: $schema=schemas/topology.schema.json\n"
                                  "# kpemu topology imported from - (kpemu import).\n")
@@ -320,7 +317,7 @@ def test_standard_input(tmp_path: Path) -> None:
     assert yaml.safe_load(res.stdout)["services"][0]["endpoints"] == []
     f.write_text(NODE.replace("flannel.alpha.coreos.com/backend-type: vxlan",
                               "projectcalico.org/IPv4VXLANTunnelAddr: 10.244.0.1"))
-    res = kpemu("import", str(f))
+    res = cli("import", str(f))
     assert res.returncode == 2
     assert res.stderr == (f"{f}: the node annotations say CNI calico-vxlan; kpemu models flannel-vxlan and "
                           "calico-ipip: give --cni\n")
@@ -331,7 +328,7 @@ def test_kube_proxy_configuration(tmp_path: Path) -> None:
     f.write_text(f.read_text() + "---\napiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
                  "mode: iptables\nclusterCIDR: 10.244.0.0/16,fd00:10:244::/56\nnodePortAddresses: [primary]\n"
                  "iptables: {masqueradeBit: 15, localhostNodePorts: false}\nconntrack: {maxPerCore: 32768}\n")
-    res = kpemu("import", str(f))
+    res = cli("import", str(f))
     assert res.returncode == 0, res.stderr
     assert yaml.safe_load(res.stdout)["kubeProxy"] == {
         "version": "1.30", "mode": "iptables", "clusterCIDR": "10.244.0.0/16", "masqueradeBit": 15,
@@ -339,11 +336,11 @@ def test_kube_proxy_configuration(tmp_path: Path) -> None:
     assert "#   KubeProxyConfiguration:\n#     conntrack (1)\n" in res.stdout
     f.write_text(f.read_text().replace("mode: iptables", "mode: nftables").replace(
         "iptables: {masqueradeBit: 15, localhostNodePorts: false}", "nftables: {masqueradeBit: 13}"))
-    assert yaml.safe_load(kpemu("import", str(f)).stdout)["kubeProxy"] == {
+    assert yaml.safe_load(cli("import", str(f)).stdout)["kubeProxy"] == {
         "version": "1.30", "mode": "nftables", "clusterCIDR": "10.244.0.0/16", "masqueradeBit": 13,
         "nodePortAddresses": ["192.168.58.2/32"]}
     f.write_text(f.read_text().replace("mode: nftables", "mode: kernelspace"))
-    assert kpemu("import", str(f)).stderr == (f"{f}: line 21: document 3 (KubeProxyConfiguration) mode: Unsupported "
+    assert cli("import", str(f)).stderr == (f"{f}: line 21: document 3 (KubeProxyConfiguration) mode: Unsupported "
                                               "value: 'kernelspace': kpemu models kube-proxy modes 'iptables', 'ipvs' "
                                               "and 'nftables'\n")
 
@@ -387,17 +384,17 @@ def test_a_topology_may_include_pasted_service_manifests(tmp_path: Path) -> None
          "ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": 32584}]},
     ]
     f.write_text(PASTED.replace("ports: [{name: http, port: 80, targetPort: http}]", "ports: []"))
-    res = kpemu("validate", str(f))
+    res = cli("validate", str(f))
     assert (res.returncode, res.stderr) == (2, f"{f}: line 16: services[1] (Service default/web) spec.ports: "
                                                "Required value\n")
 
 
 def test_import_o_is_the_format_and_the_file_flag_is_out(tmp_path: Path) -> None:
-    old = kpemu("import", CLUSTER, "-o", "cluster.yaml")
+    old = cli("import", CLUSTER, "-o", "cluster.yaml")
     assert old.returncode == 2
     assert old.stderr.strip() == ("kpemu import: -o is the output format now, as in kubectl: yaml (default) or "
                                   "json; write the topology to a file with --out cluster.yaml (or -f cluster.yaml)")
-    data = json.loads(kpemu("import", CLUSTER, "-o", "json").stdout)
+    data = json.loads(cli("import", CLUSTER, "-o", "json").stdout)
     out = tmp_path / "c.yaml"
-    assert kpemu("import", CLUSTER, "-f", str(out)).returncode == 0
+    assert cli("import", CLUSTER, "-f", str(out)).returncode == 0
     assert yaml.safe_load(out.read_text()) == data

@@ -15,7 +15,7 @@ from kpemu.model import limits, validate
 from kpemu.model.limits import Machine, Need, limit_problems
 from kpemu.sizing import descriptors_needed
 from scripts.benches.fabric import large_topology
-from tests.unit.cli_run import without_places
+from tests.helpers import without_places
 
 GB = 1 << 30
 ROOMY = Machine(nofile_hard=20_000, nr_open=1 << 20, privileged=True, mem_available=24 * GB, netns_max=96_363,

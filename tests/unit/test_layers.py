@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "kpemu"
+from tests.helpers import ROOT
+
+PACKAGE = ROOT / "kpemu"
 # The layers that run, deploy or touch the kernel.
 KERNEL_SIDE = {"kernel", "jobs", "runtimes", "pipeline", "docker", "cli"}
 # layer -> the kpemu top-level modules it must not import

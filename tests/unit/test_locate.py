@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kpemu.errors import Problem
 from kpemu.inputs.locate import locate
-from tests.unit.cli_run import kpemu
+from tests.helpers import cli
 
 TOPOLOGY = """\
 name: lines
@@ -24,7 +24,7 @@ nodes:
 def test_validate_names_line_column_and_the_key_meant(tmp_path: Path) -> None:
     f = tmp_path / "t.yaml"
     f.write_text(TOPOLOGY)
-    r = kpemu("validate", str(f))
+    r = cli("validate", str(f))
     assert r.returncode == 2
     assert r.stderr.splitlines() == [
         f"{f}:6:5: nodes[0].podCIDR: required field is missing",
@@ -38,7 +38,7 @@ def test_a_scenario_field_is_found_in_the_scenario_file(tmp_path: Path) -> None:
     s = tmp_path / "s.yaml"
     s.write_text("name: s\ntopology: t.yaml\nflows:\n  - name: f\n    from: node1\n    to: {pod: nowhere}\n"
                  "    conections: 3\n")
-    err = kpemu("validate", str(s)).stderr
+    err = cli("validate", str(s)).stderr
     assert f"{s}:7:5: flows[0].conections: unknown field; did you mean 'connections'?" in err.splitlines()
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import KubeProxy
 from kpemu.proxy import iptables, ipvs, nftables
 from kpemu.proxy.modes import ALL_FORMATS, MODES
+from tests.helpers import ROOT
 
 
 def test_the_registry_the_facts_and_the_schema_name_the_same_modes_in_the_same_order() -> None:
@@ -42,7 +42,7 @@ def test_every_format_belongs_to_a_mode_in_print_order() -> None:
 def test_no_module_outside_the_mode_packages_compares_a_mode_name() -> None:
     """Behaviour that depends on the mode asks its registry entry (saved, trace, walks, nfacct, notice,
     build, facts) or the tables keyed by it, so no `mode == "ipvs"` test lives outside kpemu/proxy/<mode>/."""
-    kpemu = Path(__file__).resolve().parents[2] / "kpemu"
+    kpemu = ROOT / "kpemu"
     compare = re.compile(r"\bmode\s*(==|!=|not in [(\[])|(==|!=)\s*[\w.]*\bmode\b(?!\.)|\bwalks\s*(==|!=)")
     packages = [kpemu / "proxy" / name for name in MODES]
     found = [f"{p.relative_to(kpemu.parent)}: {m.group(0)}" for p in kpemu.rglob("*.py")

@@ -16,8 +16,7 @@ from kpemu.errors import InputError
 from kpemu.inputs.topology import load_topology
 from kpemu.model import topology_from_data
 from kpemu.model.names import short_ifname
-from tests.conftest import TOPOLOGIES
-from tests.unit.cli_run import without_places
+from tests.helpers import TOPOLOGIES, without_places
 
 BASE = yaml.safe_load((TOPOLOGIES / "flannel-vxlan.yaml").read_text())
 

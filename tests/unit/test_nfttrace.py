@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from kpemu.analyse.attribution.nft import attribute, journeys, kube_path, parse_trace
 from kpemu.analyse.explain.nft import _kernel_dnat, _nat_phrases
 from kpemu.analyse.oracle import predict_for_topology
@@ -15,8 +13,8 @@ from kpemu.kernel.nfttrace import trace_table_text
 from kpemu.plan.tracing import FlowMatch
 from kpemu.proxy.modes import node_state
 from kpemu.proxy.nftables import nftables_transaction
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).parent.parent.parent
 DATA = ROOT / "tests" / "data" / "nftables"
 API = "FKIP43JP-default/api/tcp/http"
 EP = "QM5CVHIM-default/api/tcp/http__10.0.1.6/8080"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
-from pathlib import Path
 
 import pytest
 import yaml
@@ -19,8 +18,7 @@ from kpemu.analyse.oracle.types import Packet
 from kpemu.model import topology_from_data
 from kpemu.proxy.iptables import iptables_rules
 from kpemu.proxy.modes import node_state
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import ROOT
 
 
 def h(s: str) -> str:

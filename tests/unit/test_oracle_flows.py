@@ -14,7 +14,6 @@ tests/data/rich.yaml, in iptables and IPVS mode and at releases on both sides of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -25,8 +24,8 @@ from kpemu.inputs.topology import load_topology
 from kpemu.model.topology import Topology
 from kpemu.proxy.iptables import iptables_rules
 from kpemu.proxy.modes import node_state
+from tests.helpers import DATA
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 UPSTREAM_NODE_IP, UPSTREAM_EXTERNAL_CLIENT = "192.168.0.2", "203.0.113.2"  # testNodeIP, testExternalClient
 WEB = "10.244.0.2:80, 10.244.1.5:80, 10.244.1.6:80"
 WEB_NODE2 = "10.244.1.5:80, 10.244.1.6:80"

@@ -16,8 +16,9 @@ from kpemu.analyse.oracle.types import Packet
 from kpemu.inputs.topology import load_topology
 from kpemu.proxy.modes import node_state
 from kpemu.proxy.nftables import nftables_transaction
+from tests.helpers import ROOT
 
-DATA = Path(__file__).parent.parent / "data" / "nftables"
+DATA = ROOT / "tests" / "data" / "nftables"
 NODE_IPS = {"192.168.0.2", "127.0.0.1"}
 
 # (name, fixture, node, source, destination, port, origin, output, masquerade)

@@ -14,7 +14,7 @@ import pytest
 from kpemu.errors import InputError
 from kpemu.report.ci import ScenarioResult, github_annotations, junit_xml, tally
 from kpemu.report.pin import check_block, find_flow, flow_markdown, pinned_keys, write_block
-from tests.unit.cli_run import ROOT, kpemu
+from tests.helpers import ROOT, cli
 
 RECORDED = ROOT / "tests" / "data" / "reports" / "nft-nodeport.json.gz"
 STICKY = """\
@@ -74,13 +74,13 @@ def test_runs_show_write_and_check_through_the_cli(tmp_path: Path) -> None:
     doc = tmp_path / "doc.md"
     doc.write_text("# Sticky ClusterIP\n")
     runs = str(tmp_path / "runs")
-    r = kpemu("runs", "show", "np", "--flow", "sticky-clusterip", "--dir", runs, "--write", str(doc))
+    r = cli("runs", "show", "np", "--flow", "sticky-clusterip", "--dir", runs, "--write", str(doc))
     assert r.returncode == 0, r.stderr
     assert doc.read_text() == ("# Sticky ClusterIP\n\n<!-- kpemu runs show np --flow sticky-clusterip -->\n"
                                + STICKY + "<!-- /kpemu -->\n")
-    assert kpemu("runs", "check", "--dir", runs, str(doc)).stdout == f"{doc}: np / sticky-clusterip as pinned\n"
+    assert cli("runs", "check", "--dir", runs, str(doc)).stdout == f"{doc}: np / sticky-clusterip as pinned\n"
     doc.write_text(doc.read_text().replace("un-DNAT", "un-SNAT"))
-    r = kpemu("runs", "check", "--dir", runs, str(doc))
+    r = cli("runs", "check", "--dir", runs, str(doc))
     assert r.returncode == 1
     assert r.stdout.splitlines()[0] == (
         f"{doc}: the hop table of np / sticky-clusterip changed; if the change is meant, update it with "

@@ -17,7 +17,7 @@ from kpemu.inputs.scenario import load_scenario
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.runtimes.base import Gathered, Progress, Work, quiet
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 NOTHING = {"results": {}, "conntrack": {}, "ipvs": {}, "points": [], "traces": {}, "faults": [], "seconds": 1.0,
            "trace": False, "kernel": "6.1.0-test"}

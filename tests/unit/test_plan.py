@@ -6,7 +6,7 @@ from kpemu.cni import cni_of
 from kpemu.inputs.topology import load_topology
 from kpemu.plan.fabric import plan_fabric
 from kpemu.plan.types import Fdb, Neighbour, Route, Sysctl, Vxlan
-from tests.conftest import TOPOLOGIES
+from tests.helpers import TOPOLOGIES
 
 FLANNEL_TOPOLOGY = load_topology(TOPOLOGIES / "flannel-vxlan.yaml")
 CALICO_TOPOLOGY = load_topology(TOPOLOGIES / "calico-ipip.yaml")

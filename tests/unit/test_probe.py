@@ -12,6 +12,7 @@ from kpemu.cni.catalog import names as cni_names
 from kpemu.errors import EnvironmentProblem, InputError
 from kpemu.kernel.probe import PROXY_MODES, Capabilities, Feature, can_run, probe, requirements
 from kpemu.runtimes import Needs, choose
+from tests.helpers import needs_root
 
 
 def caps_without(*names: str) -> Capabilities:
@@ -84,7 +85,7 @@ def test_vng_command_has_no_network_and_bounded_resources() -> None:
     assert "--disable-kvm" not in vng_command(k, Path("/s"), [], kvm=True, qemu="q", vng="vng")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+@needs_root
 def test_probe_this_kernel_cleanly() -> None:
     before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
     caps = probe()

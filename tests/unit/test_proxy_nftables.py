@@ -29,8 +29,9 @@ from kpemu.proxy.nftables.listing import duration_text, priority_text, rule_text
 from kpemu.proxy.nftables.naming import endpoint_base, service_base
 from kpemu.proxy.nftables.tx import BaseHook
 from kpemu.proxy.render import render_rules
+from tests.helpers import ROOT
 
-DATA = Path(__file__).parent.parent / "data" / "nftables"
+DATA = ROOT / "tests" / "data" / "nftables"
 
 
 @pytest.mark.parametrize(("fixture", "expected_file", "lines"), [

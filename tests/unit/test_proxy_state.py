@@ -21,8 +21,8 @@ from kpemu.proxy.iptables import mode as iptables_mode
 from kpemu.proxy.ipvs import mode as ipvs_mode
 from kpemu.proxy.modes import node_state, node_texts
 from kpemu.proxy.nftables import mode as nftables_mode
+from tests.helpers import SCENARIOS
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 # each mode's generator, as its registry entry's build calls it
 GENERATORS = {"iptables": (iptables_mode, "iptables_rules"), "ipvs": (ipvs_mode, "ipvs_rules"),
               "nftables": (nftables_mode, "nftables_transaction")}

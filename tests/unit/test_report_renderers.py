@@ -13,7 +13,7 @@ from rich.console import Console
 from kpemu.report.markdown import render_markdown
 from kpemu.report.runreport import RunReport
 from kpemu.report.terminal import print_summary
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 REPORTS = ROOT / "tests" / "data" / "reports"
 RENDERED = REPORTS / "rendered"

@@ -12,9 +12,8 @@ from kpemu.errors import InputError
 from kpemu.inputs.scenario import load_file, load_scenario
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
-from tests.unit.cli_run import without_places
+from tests.helpers import ROOT, without_places
 
-ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 BASE = {
     "name": "t-scn",

@@ -11,7 +11,7 @@ import yaml
 
 from kpemu.faults import names
 from kpemu.model.schema import schema, schema_comment
-from tests.conftest import ROOT, SCENARIOS, TOPOLOGIES
+from tests.helpers import ROOT, SCENARIOS, TOPOLOGIES
 
 SHIPPED = [("scenario", p) for p in sorted(SCENARIOS.glob("*.yaml"))] + \
           [("topology", p) for p in sorted(TOPOLOGIES.glob("*.yaml"))]

@@ -8,16 +8,15 @@ are read from there.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from kpemu.inputs.topology import load_topology
 from kpemu.proxy.ipvs import ipvs_rules
 from kpemu.proxy.save import rule_lines, ruleset_from_restore, save_text
+from tests.helpers import ROOT
 
-REPO = Path(__file__).resolve().parents[2]
-FACTS = (REPO / "tests" / "data" / "seed-000.facts").read_text().splitlines()
+FACTS = (ROOT / "tests" / "data" / "seed-000.facts").read_text().splitlines()
 
 
 def _members(name: str) -> list[str]:
@@ -50,7 +49,7 @@ def normalise(line: str) -> str:
 
 @pytest.fixture(scope="module")
 def state():  # type: ignore[no-untyped-def]
-    return ipvs_rules(load_topology(REPO / "topologies" / "calico-ipip.yaml"), "node1")
+    return ipvs_rules(load_topology(ROOT / "topologies" / "calico-ipip.yaml"), "node1")
 
 
 def test_facts_hold_what_the_tests_use() -> None:

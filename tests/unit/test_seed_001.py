@@ -4,11 +4,8 @@ built-in chain jumps), in the same order, with nothing extra in those chains."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+from tests.helpers import ROOT, kpemu
 
-ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "tests" / "data" / "seed-001.rules"
 
 
@@ -24,11 +21,7 @@ def _by_chain(text: str) -> dict[str, list[str]]:
 
 
 def _kpemu_rules() -> str:
-    res = subprocess.run(
-        [sys.executable, "-m", "kpemu.cli", "rules", str(ROOT / "topologies" / "seed-001.yaml"),
-         "--node", "minikube", "--format", "iptables-save"],
-        capture_output=True, text=True, cwd=ROOT, check=False,
-    )
+    res = kpemu("rules", str(ROOT / "topologies" / "seed-001.yaml"), "--node", "minikube", "--format", "iptables-save")
     assert res.returncode == 0, res.stderr
     return res.stdout
 

@@ -11,13 +11,12 @@ prints the masquerade mark as 0x4000 where real kube-proxy writes Go's %#08x (0x
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from kpemu.inputs.topology import load_topology
 from kpemu.proxy.iptables import iptables_rules, restore_text
+from tests.helpers import ROOT
 from tests.unit.upstream_iptables import check_iptables_rule_jumps, restore_data, sort_iptables_rules
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "upstream"
+DATA = ROOT / "tests" / "data" / "upstream"
 
 
 def _generated(**kube_proxy: object) -> str:

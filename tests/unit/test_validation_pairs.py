@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from kpemu.cli import main
+from tests.helpers import ROOT
 
-CASES = sorted((Path(__file__).resolve().parents[1] / "data" / "invalid").glob("*.yaml"))
+CASES = sorted((ROOT / "tests" / "data" / "invalid").glob("*.yaml"))
 
 
 def test_every_input_has_its_expected_output() -> None:

@@ -19,8 +19,9 @@ from kpemu.model.scenario import DiedExpect, Expectation
 from kpemu.report.html import render_html
 from kpemu.report.mermaid import sequence_diagram
 from kpemu.report.table import verdict_row
+from tests.helpers import ROOT
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "trace"
+DATA = ROOT / "tests" / "data" / "trace"
 DROP_RULE = ('-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "default/web:http has no local endpoints" '
              '-m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DROP')
 NETNS = {"node1": "kp-t-node1", "node2": "kp-t-node2", "client": "kp-t-client"}
@@ -162,7 +163,7 @@ def test_the_diagram_ends_in_a_cross_and_the_page_shows_a_red_mark() -> None:
 
 def _scenario(tmp_path: Path, faults: str, expect: str) -> Path:
     f = tmp_path / "s.yaml"
-    f.write_text(f"name: s\ntopology: {Path(__file__).resolve().parents[2] / 'topologies' / 'flannel-vxlan.yaml'}\n"
+    f.write_text(f"name: s\ntopology: {ROOT / 'topologies' / 'flannel-vxlan.yaml'}\n"
                  f"faults:\n{faults}flows:\n  - {{name: a, from: client, to: {{node: node1, nodePort: 30080}}}}\n"
                  f"expect:\n{expect}")
     return f

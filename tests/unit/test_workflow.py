@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import ROOT
+
 WORKFLOW = ROOT / ".github" / "workflows" / "scenarios.yml"
 
 

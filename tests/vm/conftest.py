@@ -9,20 +9,11 @@ stopped (`kpemu vm down`).
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-KPEMU = str(ROOT / ".venv" / "bin" / "kpemu")
 NEEDED = ("ip_vs", "ipip", "dummy")
-
-
-def kpemu(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """`kpemu ARGS` from the repository root; the completed process (output captured)."""
-    return subprocess.run([KPEMU, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.vm.conftest import KPEMU, ROOT
+from tests.helpers import start_kpemu
 
 pytestmark = [pytest.mark.vm, pytest.mark.long]
 LIMIT = 10  # KPEMU_HEARTBEAT_LIMIT for the run: the freeze lasts half as long again
@@ -33,9 +33,8 @@ def test_qemu_and_kpemu_frozen_together_past_the_limit_under_load_pass_without_a
     busy = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(2)]
     out = tmp_path / "stall"
     try:
-        run = subprocess.Popen([KPEMU, "run", "scenarios/nodeport-ipvs.yaml", "--out", str(out)], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env={**os.environ, "KPEMU_HEARTBEAT_LIMIT": str(LIMIT)})
+        run = start_kpemu("run", "scenarios/nodeport-ipvs.yaml", "--out", str(out), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, env={"KPEMU_HEARTBEAT_LIMIT": str(LIMIT)})
         deadline = time.monotonic() + 300
         while not list((guest.WARM_DIR / "running").glob("*.json")):  # the guest has the request
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()[0]

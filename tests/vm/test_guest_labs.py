@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import TOPOLOGIES
-from tests.vm.conftest import kpemu
+from tests.helpers import TOPOLOGIES, kpemu
 
 pytestmark = pytest.mark.vm
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.vm.conftest import kpemu
+from tests.helpers import kpemu
 
 pytestmark = pytest.mark.vm
 

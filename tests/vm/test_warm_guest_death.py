@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.vm.conftest import KPEMU, ROOT
+from tests.helpers import start_kpemu
 
 pytestmark = pytest.mark.vm
 
@@ -45,8 +45,8 @@ def test_qemu_killed_mid_run_fails_clearly(runtime: str, tmp_path: Path) -> None
     from kpemu.runtimes import guest
 
     pid = guest.up()["pid"]  # the session's warm guest (a fresh one if an earlier test's hung)
-    run = subprocess.Popen([KPEMU, "run", "scenarios/nodeport-ipvs.yaml", "--out", str(tmp_path / "dies")],
-                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = start_kpemu("run", "scenarios/nodeport-ipvs.yaml", "--out", str(tmp_path / "dies"), stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT)
     _mid_run(guest.WARM_DIR, run)
     os.killpg(pid, signal.SIGKILL)
     out, _ = run.communicate(timeout=300)
@@ -63,9 +63,8 @@ def test_a_hung_guest_is_killed_and_the_run_passes_in_a_fresh_one(runtime: str, 
 
     guest.down()  # none is up after the test above; this run boots a cold guest (the default)
     out = tmp_path / "hangs"
-    run = subprocess.Popen([KPEMU, "run", "scenarios/nodeport-ipvs.yaml", "--out", str(out)], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env={**os.environ, "KPEMU_HEARTBEAT_LIMIT": "10"})
+    run = start_kpemu("run", "scenarios/nodeport-ipvs.yaml", "--out", str(out), stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT, env={"KPEMU_HEARTBEAT_LIMIT": "10"})
     _mid_run(out / "guest", run)
     os.kill(_qemu_serving(out / "guest"), signal.SIGSTOP)  # the whole machine stops: no beat, no console
     text, _ = run.communicate(timeout=600)
