@@ -16,7 +16,7 @@ import pytest
 from kpemu.kernel.netns import list_netns
 from kpemu.report.table import hop_numbers
 from kpemu.report.wireshark import RUN_PCAPNG, flow_pcapng, open_options, tshark_argv
-from tests.helpers import kpemu, needs_root
+from tests.helpers import SCENARIOS, kpemu, needs_root
 
 pytestmark = [pytest.mark.root, needs_root,
               pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (scripts/setup.sh)")]
@@ -68,14 +68,13 @@ def test_tshark_follows_one_connection_hop_by_hop(tmp_path: Path) -> None:
 def test_wireshark_sees_arp_the_real_snaplen_and_what_is_behind_a_veth(tmp_path: Path) -> None:
     import yaml
 
-    scenario = yaml.safe_load((ROOT / "scenarios" / "clusterip-vxlan.yaml").read_text())
-    scenario.update(name="pcap-polish", snaplen=200, topology=str(ROOT / "scenarios" / scenario["topology"]))
+    scenario = yaml.safe_load((SCENARIOS / "clusterip-vxlan.yaml").read_text())
+    scenario.update(name="pcap-polish", snaplen=200, topology=str(SCENARIOS / scenario["topology"]))
     scenario["expect"] = [{k: v for k, v in e.items() if k != "golden"} for e in scenario.get("expect", [])]
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(scenario))
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", str(path), "--runtime", "host", "--out", str(out),
-                          "--no-trace"], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    res = kpemu("run", str(path), "--runtime", "host", "--out", str(out), "--no-trace", timeout=180)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     arp = _tshark(["tshark", "-r", RUN_PCAPNG, "-Y", "arp", "-T", "fields", "-e", "frame.interface_name"], out)
     assert arp, "no ARP frame in the run's pcapng"

@@ -82,12 +82,12 @@ def test_examples_copy_lays_the_files_out_as_the_repository_does(tmp_path: objec
     from pathlib import Path
 
     dest = Path(str(tmp_path)) / "ex"
-    r = kpemu("examples", "copy", str(dest))
+    r = cli("examples", "copy", str(dest))
     assert r.returncode == 0, r.stderr
     assert (dest / "scenarios" / "nodeport-iptables" / "golden").is_dir()
-    v = kpemu("validate", str(dest / "scenarios" / "nodeport-iptables.yaml"),
+    v = cli("validate", str(dest / "scenarios" / "nodeport-iptables.yaml"),
               str(dest / "scenarios" / "faults" / "mtu-mismatch.yaml"))
     assert v.stdout.splitlines()[-1] == "2 of 2 file(s) valid", v.stderr
-    again = kpemu("examples", "copy", str(dest))
+    again = cli("examples", "copy", str(dest))
     assert again.returncode == 2 and "exists; copy into a new or empty directory" in again.stderr
-    assert "example:faults/mtu-mismatch" in kpemu("examples").stdout
+    assert "example:faults/mtu-mismatch" in cli("examples").stdout
