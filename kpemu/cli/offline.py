@@ -90,6 +90,15 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from kpemu.faults import names
+    from kpemu.model.explain import explain
+
+    found = explain(args.field, names())
+    emit(args, [vars(e) for e in found], lambda rs: "\n".join(e.text() for e in found))
+    return 0
+
+
 def cmd_examples_copy(args: argparse.Namespace) -> int:
     from kpemu.examples import copy_examples
 
@@ -148,6 +157,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("kind", choices=["topology", "scenario"])
     add_output(s)
     s.set_defaults(func=cmd_schema)
+
+    s = add_command(sub, "explain", "what a topology or scenario field means: its type, default and fields",
+                    ["kpemu explain kubeProxy.mode", "kpemu explain services.ports",
+                     "kpemu explain scenario.flows.to", "kpemu explain topology"])
+    s.add_argument("field", metavar="FIELD", help="a field path such as kubeProxy.mode or flows.to.via (a "
+                                                  "leading topology. or scenario. picks the kind)")
+    add_output(s)
+    s.set_defaults(func=cmd_explain)
 
     s = add_command(sub, "examples", "the example topologies and scenarios shipped with kpemu",
                     ["kpemu examples", "kpemu validate example:nodeport-ipvs",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kpemu.model.fielddocs import described
 from kpemu.model.scenario import ScenarioSpec
 from kpemu.model.topology import Topology
 
@@ -24,6 +25,11 @@ def schema(kind: str, fault_kinds: Sequence[str]) -> dict[str, Any]:
     """The JSON schema (draft 2020-12) that a `kind` file (topology | scenario) must match; a fault's
     kind is one of `fault_kinds` (the fault registry's names, which the model cannot import)."""
     out = KINDS[kind].model_json_schema(by_alias=True, mode="validation")
+    for name, model in [(KINDS[kind].__name__, out), *out.get("$defs", {}).items()]:
+        for key, prop in model.get("properties", {}).items():
+            words = described(name, key)
+            if words is not None:
+                prop["description"] = words
     fault = out.get("$defs", {}).get("Fault", {}).get("properties", {})
     if "kind" in fault:
         fault["kind"] = {"enum": list(fault_kinds), **fault["kind"]}
