@@ -17,7 +17,8 @@ from pathlib import Path
 # when asked (--with PART, --all); `make setup` installs every part, which the test suite uses.
 PARTS: dict[str, tuple[str, ...]] = {
     "core": ("iproute2", "iptables", "ipset", "ipvsadm", "tcpdump", "conntrack", "ethtool", "nftables", "nfacct",
-             "kmod", "procps", "util-linux", "python3-venv", "file"),
+             "kmod", "procps", "util-linux", "python3-venv", "file",
+             "curl", "iputils-ping", "netcat-openbsd"),  # what a deployed lab is poked with (kpemu exec)
     "drops": ("bpftrace",),  # the kernel's drop reasons per packet (kernel/drops.py; tracefs does without)
     "guest": ("qemu-system-x86", "busybox-static"),  # the guest runtime (and `kpemu vm setup`'s kernel)
     "wireshark": ("tshark",),  # the run's pcapng read back in the tests, tshark in the reports' commands

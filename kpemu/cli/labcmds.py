@@ -20,7 +20,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     topo = load_topology(resolve(args.file), args.name)
     runtime, reason = runtimes.for_deploy(args.runtime, topo)
     console = human_console()
-    print(runtime.deploy(topo, args.file, reason, console.print))
+    print(runtime.deploy(topo, args.file, reason, console.print, serve=args.serve))
     if args.cmd:  # run on this machine; `kpemu exec` in it reaches the lab wherever it lives
         return subprocess.run(args.cmd, check=False).returncode
     return 0
@@ -61,10 +61,26 @@ def cmd_exec(args: argparse.Namespace) -> int:
     return res.rc
 
 
+def cmd_capture(args: argparse.Namespace) -> int:
+    from kpemu import runtimes
+
+    if args.write is None and sys.stdout.isatty():
+        raise InputError("kpemu capture: a pcap stream is binary; pipe it into Wireshark (kpemu capture LAB MEMBER "
+                         "IFACE | wireshark -k -i -) or tcpdump -r -, or write a file with -w FILE")
+    runtime = runtimes.for_lab(args.name)
+    if not runtime.streams:
+        raise InputError(f"kpemu capture: lab {args.name} lives in the guest, whose kpemu exec returns output at "
+                         f"the end, not as a pcap stream: kpemu exec {args.name} {args.member} -- tcpdump -nn -c 20 "
+                         f"-i {args.iface}")
+    argv = ["tcpdump", "-U", "-n", "-s", str(args.snaplen), "-i", args.iface, "-w", args.write or "-"]
+    argv += ["-c", str(args.count)] if args.count else []
+    return runtime.exec(args.name, args.member, [*argv, *args.cmd]).rc
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
     s = add_command(sub, "deploy", "build a lab from a topology (root)",
-                    ["sudo kpemu deploy topologies/flannel-vxlan.yaml",
+                    ["sudo kpemu deploy topologies/flannel-vxlan.yaml --serve",
                      "sudo kpemu deploy example:calico-ipip && sudo kpemu exec calico node1 -- ipvsadm -Ln"],
                     description="build a lab from a topology (root). On the host the lab stays up (kpemu exec, "
                                 "kpemu destroy); with --runtime vm it lives while the guest runs -- CMD.")
@@ -73,6 +89,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where to build it (default auto: this kernel when it can, else a guest kernel)")
     s.add_argument("--name", default=None, metavar="LAB",
                    help="the lab's name (namespaces kp-LAB-*) instead of the file's: deploy two copies")
+    s.add_argument("--serve", action="store_true",
+                   help="keep every pod's server answering (TCP, UDP, HTTP) until kpemu destroy, so kpemu exec "
+                        "... curl or nc reaches it")
     s.set_defaults(func=cmd_deploy,
                    takes_command="-- CMD runs here once the lab is up (kpemu exec in it reaches the lab)")
 
@@ -89,9 +108,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output(s)
     s.set_defaults(func=cmd_inspect)
 
+    s = add_command(sub, "capture", "stream a lab member's interface as pcap (into Wireshark) while you poke it",
+                    ["sudo kpemu capture flannel node1 cni0 | wireshark -k -i -",
+                     "sudo kpemu capture flannel node1 eth0 -c 20 -w node1.pcap -- udp port 8472",
+                     "sudo kpemu capture calico client eth0 | tcpdump -nn -r -"])
+    add_lab(s)
+    attach(s.add_argument("member", metavar="MEMBER", help="a node, pod, external or the underlay"), member_names)
+    s.add_argument("iface", metavar="IFACE", nargs="?", default="any", help="the interface (default any)")
+    s.add_argument("-w", "--write", metavar="FILE", default=None, help="write the pcap here instead of stdout")
+    s.add_argument("-c", "--count", type=int, default=0, help="stop after this many packets")
+    s.add_argument("-s", "--snaplen", type=int, default=262144, help="bytes kept of each frame (default all)")
+    s.set_defaults(func=cmd_capture, takes_command="-- FILTER: a tcpdump filter, e.g. -- tcp port 80")
+
     s = add_command(sub, "exec", "run a command in a lab member's namespace: kpemu exec LAB MEMBER -- CMD",
                     ["sudo kpemu exec flannel node1 -- iptables-save -t nat",
-                     "sudo kpemu exec calico client -- curl -s 10.246.198.17:30080"])
+                     "sudo kpemu exec flannel client -- curl -s 192.168.1.100:30080   # a lab deployed with --serve"])
     add_lab(s)
     attach(s.add_argument("member", metavar="MEMBER", help="a node, pod, external or the underlay"), member_names)
     s.set_defaults(func=cmd_exec, takes_command="-- CMD to run")

@@ -16,8 +16,10 @@ from kpemu.jobs.schema import JOB_VERSION, ContainerSpec, FlowSpec, Job, Readbac
 from kpemu.kernel.owner import alias, lab_owner
 from kpemu.labplan import LabPlan
 from kpemu.model.scenario import Scenario
+from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
 from kpemu.plan.tracing import flow_match
+from kpemu.plan.types import Plan
 from kpemu.proxy.modes import mode_of
 from kpemu.proxy.proxymode import restore_step
 from kpemu.statedir import PREFIX
@@ -42,12 +44,21 @@ def lab_steps(lp: LabPlan) -> tuple[list[Step], list[Readback]]:
     return steps, expected
 
 
-def deploy_job(lp: LabPlan, source: str = "") -> Job:
-    """A job that only builds the lab (`kpemu deploy`)."""
+def pod_servers(topo: Topology, plan: Plan) -> tuple[ServerSpec, ...]:
+    """Every pod's server: its TCP and UDP ports (an image's own when it has one)."""
+    return tuple(ServerSpec(plan.netns(p.name), p.name, p.has_image,
+                            tuple(pp.port for pp in p.ports if pp.protocol == "TCP"),
+                            tuple(pp.port for pp in p.ports if pp.protocol == "UDP"))
+                 for p in topo.pods if p.ports)
+
+
+def deploy_job(lp: LabPlan, source: str = "", serve: bool = False) -> Job:
+    """A job that only builds the lab (`kpemu deploy`); with `serve`, its pods keep serving until destroy."""
     topo, plan = lp.topology, lp.fabric
     steps, expected = lab_steps(lp)
     mode = mode_of(topo)
     return Job(version=JOB_VERSION, kind="deploy", lab=topo.name, source=source, prefix=PREFIX,
+               serve=serve, servers=pod_servers(topo, plan) if serve else (),
                namespaces=plan.namespaces, steps=tuple(steps), readback=tuple(expected),
                backend=topo.kubeProxy.backend, ipvs="ipvs" in mode.saved, rule_kinds=tuple(mode.saved),
                trace_kind=mode.trace,
@@ -65,10 +76,7 @@ def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True) -> Job:
         deploy_job(lp, str(sc.path)),
         kind="collect", trace=trace, settle=sc.spec.settle,
         faults=tuple(s.to_json() for s in lp.faults),
-        servers=tuple(ServerSpec(plan.netns(p.name), p.name, p.has_image,
-                                 tuple(pp.port for pp in p.ports if pp.protocol == "TCP"),
-                                 tuple(pp.port for pp in p.ports if pp.protocol == "UDP"))
-                      for p in topo.pods if p.ports),
+        servers=pod_servers(topo, plan),
         captures=tuple(capture_points(plan, topo, sc.flows)),
         snaplen=sc.spec.snaplen,
         nat_members={m: plan.netns(m) for m in nat},

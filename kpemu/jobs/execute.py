@@ -187,6 +187,14 @@ def deploy(job: Job, progress: Progress = _quiet, state: LabState | None = None,
         destroy(job.lab)
         raise
     state.deploy_seconds = time.perf_counter() - started
+    if job.serve:
+        from kpemu.traffic.labserver import start_lab_server
+
+        try:
+            start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab))
+        except BaseException:
+            destroy(job.lab)
+            raise
     state.complete = True
     state.save()
     progress(f"deployed {job.lab}: {len(namespaces)} namespaces in {state.deploy_seconds:.1f}s")

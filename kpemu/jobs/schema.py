@@ -122,6 +122,7 @@ class Job:
     containers: dict[str, ContainerSpec] = field(default_factory=dict)
     nodes: dict[str, str]  # node -> its namespace
     device_needs: tuple[DeviceNeed, ...] = ()
+    serve: bool = False  # a deploy job's pods keep serving until destroy (kpemu deploy --serve)
     # a collect job's
     trace: bool = False
     settle: float = 0.0

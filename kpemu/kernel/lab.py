@@ -124,6 +124,9 @@ def destroy(lab: str) -> Removal:
                                  "its lab as it stops)")
     _remove_containers(lab)  # step 1 (container members): by label, so it needs no state file
     out = Removal(lab, state is not None)
+    # what its scratch directory records (a --serve deploy's pod servers, its control plane), whoever
+    # started it, before the namespaces their sockets hold
+    out.killed += stop_recorded(scratch_dir(lab))
     mine = lab_owner(lab)
     for ns in state.namespaces if state else nsmod.list_netns(f"{PREFIX}{lab}-"):
         who = owner_of(ns)
@@ -132,7 +135,6 @@ def destroy(lab: str) -> Removal:
                 out.namespaces.append(ns)
         elif nsmod.netns_exists(ns):
             out.left[ns] = f"marked {who}" if who else "not marked by kpemu"
-    out.killed += stop_recorded(scratch_dir(lab))  # its control plane, whoever started it
     out.files = _remove_files(scratch_dir(lab), state_path(lab))
     return out
 

@@ -56,6 +56,7 @@ class Runtime(Protocol):
 
     name: str  # host | vm: what the reports and the CLI say
     batched: bool  # collects every job of a run in one go; one job's failure then is that job's alone
+    streams: bool  # exec's output reaches the terminal as it comes (kpemu capture), not at the end
 
     def refuses(self, topo: Topology) -> tuple[str, str] | None:
         """Why this runtime cannot run the lab (container members need the host's kernel), with the fix;
@@ -81,9 +82,10 @@ class Runtime(Protocol):
         """How a failure of `what` (a mode's run) is said, with `reason` this runtime was chosen for."""
         ...
 
-    def deploy(self, topo: Topology, source: str, reason: str, say: Progress) -> str:
+    def deploy(self, topo: Topology, source: str, reason: str, say: Progress, serve: bool = False) -> str:
         """Build a lab that stays up (checked against kube-proxy's text); one line saying so. `say` prints
-        what the runtime tells on the way (`reason`: why this runtime was chosen)."""
+        what the runtime tells on the way (`reason`: why this runtime was chosen); with `serve` its pods
+        keep serving until it is destroyed."""
         ...
 
     def destroy(self, lab: str) -> str:

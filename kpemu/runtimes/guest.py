@@ -289,6 +289,7 @@ class GuestRuntime:
 
     name: str = "vm"
     batched: bool = True
+    streams: bool = False
 
     def refuses(self, topo: Topology) -> tuple[str, str] | None:
         """Container members need the host's kernel (kpemu.docker.engine.blocker)."""
@@ -330,7 +331,7 @@ class GuestRuntime:
         """`<what> needs the guest kernel (<reason>), and the guest could not run: <error>`."""
         return f"{what} needs the guest kernel ({reason}), and the guest could not run: {error}"
 
-    def deploy(self, topo: Topology, source: str, reason: str, say: Progress) -> str:
+    def deploy(self, topo: Topology, source: str, reason: str, say: Progress, serve: bool = False) -> str:
         """Build a lab in the warm guest (booting one when none is up); it stays until destroyed.
 
         The rules the guest's kernel read back are checked here against kube-proxy's text; on a
@@ -349,7 +350,7 @@ class GuestRuntime:
             progress("no warm guest is up: starting one (it stays up for further commands; kpemu vm down stops it)")
             up(progress)
         topo = self.resolve(topo)
-        job = deploy_job(lab_plan(topo, release_tuple(kernel_release())), source)
+        job = deploy_job(lab_plan(topo, release_tuple(kernel_release())), source, serve)
         work, res = request("deploy", progress, job=job.to_json())
         if res["rc"] != 0:
             raise EnvironmentProblem(f"deploy in the guest failed: {res.get('error', '')}", f"see {work}")

@@ -48,6 +48,7 @@ class HostRuntime:
     inside_guest: bool = False
     name: str = "host"
     batched: bool = False
+    streams: bool = True
 
     def refuses(self, topo: Topology) -> tuple[str, str] | None:
         """Container members need a docker engine here, and not kpemu's guest (kpemu.docker.engine.blocker)."""
@@ -80,10 +81,11 @@ class HostRuntime:
         """`<what> could not run on this kernel: <error>`."""
         return f"{what} could not run on this kernel: {error}"
 
-    def deploy(self, topo: Topology, source: str, reason: str, say: Progress) -> str:
+    def deploy(self, topo: Topology, source: str, reason: str, say: Progress, serve: bool = False) -> str:
         """Build the lab on this kernel (`deploy_lab`)."""
-        state = deploy_lab(topo, source)
-        return f"lab {state.lab} deployed: {len(state.namespaces)} namespaces in {state.deploy_seconds:.2f}s"
+        state = deploy_lab(topo, source, serve=serve)
+        served = "; its pods serve until kpemu destroy" if serve else ""
+        return f"lab {state.lab} deployed: {len(state.namespaces)} namespaces in {state.deploy_seconds:.2f}s{served}"
 
     def destroy(self, lab: str) -> str:
         """Remove the lab from this kernel (kpemu.kernel.lab.destroy)."""
@@ -98,7 +100,7 @@ class HostRuntime:
         return kernel_lab.inspect(lab)
 
 
-def deploy_lab(topo: Topology, source: str = "", fabric: Plan | None = None) -> LabState:
+def deploy_lab(topo: Topology, source: str = "", fabric: Plan | None = None, serve: bool = False) -> LabState:
     """Build the lab on this kernel (kpemu.jobs.execute: fabric, kube-proxy's rules per node, CNI rules)
     from its lab plan (with `fabric` in place of its CNI's, to test a broken one) and check what the kernel
     reads back against kube-proxy's text; rolls back on any failure."""
@@ -111,7 +113,7 @@ def deploy_lab(topo: Topology, source: str = "", fabric: Plan | None = None) -> 
     kernel_lab.require_root()
     topo = HostRuntime().resolve(topo)
     lp = lab_plan(topo, release_tuple(os.uname().release))
-    job = deploy_job(lp if fabric is None else replace(lp, fabric=fabric), source)
+    job = deploy_job(lp if fabric is None else replace(lp, fabric=fabric), source, serve)
     state = deploy(job)
     try:
         problems = readback_problems(job.readback, lambda node, kind: rules_text(

@@ -12,6 +12,7 @@ in a software-emulated guest).
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import sys
 import threading
@@ -22,9 +23,18 @@ READ_TIMEOUT = 2.0
 MAX_LINE = 256
 
 
+_HTTP_REQUEST = re.compile(r"^[A-Z]+ \S+ HTTP/1\.[01]$")
+
+
 def _answer(data: bytes, name: str) -> bytes:
-    marker = data.split(b"\n", 1)[0].decode(errors="replace").strip() or "kpemu:?:?"
-    return (reply_text(marker, name) + "\n").encode()
+    """The reply to a request line: the marker and the pod's name; to an HTTP request (curl on a lab
+    deployed with --serve) the same as an HTTP/1.0 response's body."""
+    line = data.split(b"\n", 1)[0].decode(errors="replace").strip()
+    if _HTTP_REQUEST.match(line):
+        body = (reply_text("kpemu:http", name) + "\n").encode()
+        return (b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                % len(body)) + body
+    return (reply_text(line or "kpemu:?:?", name) + "\n").encode()
 
 
 def _serve_tcp_conn(conn: socket.socket, name: str) -> None:

@@ -1,0 +1,36 @@
+"""`python -m kpemu.traffic.serve_lab SPEC LOG`: a deployed lab's pod servers, until the lab is destroyed.
+
+`kpemu deploy --serve` starts it (kpemu.traffic.labserver): one process serving every pod of the SPEC
+file (a JSON list of {pod, ns, tcp, udp}) from sockets opened in each pod's namespace, as a run's own
+servers are; it prints `ready` once every socket is bound and serves until SIGTERM (or destroy's
+SIGKILL). Standard library only (and kpemu's traffic and netns modules), as the guest's agent.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from kpemu.traffic.server import serve_pods
+
+
+def main(argv: list[str]) -> int:
+    """Serve the pods of the spec file `argv[0]` until SIGTERM or SIGINT."""
+    spec = json.loads(Path(argv[0]).read_text())
+    servers = serve_pods([(p["pod"], p["ns"], list(p["tcp"]), list(p["udp"])) for p in spec])
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print("ready", flush=True)
+    try:
+        stop.wait()
+    finally:
+        servers.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
