@@ -44,6 +44,7 @@ class Options:
     runs_dir: Path = Path("runs")  # several scenarios' parent folder: a runtime's shared files go to its guest/
     work_dir: Path | None = None  # where a runtime keeps its own files (default: see `_work_dir`)
     keep_going: bool = False  # a scenario that fails is its outcome, and the others run (else it stops the run)
+    keep: bool = False  # each lab stays after its run, its pods serving, until kpemu destroy (kpemu run --keep)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def run(scenarios: Sequence[tuple[Scenario, Path]], opts: Options, tell: Listene
     plan each lab for the runtime's kernel, build its job, collect, analyse and write the reports.
     Outcomes in the order the batches ran (a batched runtime's first, see kpemu.runtimes.batches)."""
     placed = runtimes.choose(opts.runtime, [runtimes.needs_of(sc) for sc, _ in scenarios])
-    runnable = _runnable(list(scenarios), placed, tell)
+    runnable = _runnable(list(scenarios), placed, tell, opts.keep)
     outcomes: list[Outcome] = []
     for runtime, reason, batch in runtimes.batches(runnable):
         tell.placed(runtime, reason, [sc for sc, _ in batch])
@@ -114,12 +115,17 @@ def run(scenarios: Sequence[tuple[Scenario, Path]], opts: Options, tell: Listene
 
 
 def _runnable(scenarios: list[tuple[Scenario, Path]], placed: list[tuple[Runtime, str]], tell: Listener,
-              ) -> list[tuple[Runtime, str, tuple[Scenario, Path]]]:
-    """The scenarios their runtime can run (container members need the host's kernel and docker): one
-    that cannot is an environment problem (exit 3); in a batch it is skipped with the reason."""
+              keep_labs: bool = False) -> list[tuple[Runtime, str, tuple[Scenario, Path]]]:
+    """The scenarios their runtime can run (container members need the host's kernel and docker; a lab
+    kept after its run, a runtime whose labs outlive the run): one that cannot is an environment problem
+    (exit 3); in a batch it is skipped with the reason."""
     keep = []
     for (sc, out), (runtime, reason) in zip(scenarios, placed, strict=True):
         why = runtime.refuses(sc.topology)
+        if why is None and keep_labs and not runtime.keeps_labs:
+            why = (f"--keep: a {runtime.name} run's lab goes with its guest",
+                   f"kpemu deploy {sc.spec.topology if isinstance(sc.spec.topology, str) else sc.path} "
+                   "--serve keeps a lab there, or run it on this kernel")
         if why is None:
             keep.append((runtime, reason, (sc, out)))
         elif len(scenarios) == 1:
@@ -145,7 +151,7 @@ def _run_batch(runtime: Runtime, reason: str, batch: list[tuple[Scenario, Path]]
             kernel = release_tuple(runtime.kernel_release())
             resolved = [replace(sc, topology=runtime.resolve(sc.topology)) for sc, _ in batch]
             plans = [lab_plan(sc.topology, kernel, sc.spec.faults) for sc in resolved]
-            jobs = [Work(sc.name, collect_job(sc, plan, opts.trace), out)
+            jobs = [Work(sc.name, collect_job(sc, plan, opts.trace, opts.keep), out)
                     for sc, plan, (_, out) in zip(resolved, plans, batch, strict=True)]
             gathered = runtime.collect(jobs, _work_dir(batch, opts), step, tell.notice)
             return [_outcome(runtime, reason, sc, plan, w, got, opts, step)

@@ -30,9 +30,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from kpemu.report.ci import ScenarioResult
     from kpemu.report.terminal import print_summary
 
-    if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json):
-        raise InputError("kpemu run: --compare-modes runs both modes itself; it does not combine with "
-                         "--proxy-mode, --update-goldens or --json")
+    if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json or args.keep):
+        raise InputError("kpemu run: --compare-modes runs every mode itself; it does not combine with "
+                         "--proxy-mode, --update-goldens, --json or --keep")
     args.scenarios = [str(resolve(f)) for f in args.scenarios]  # example:NAME -> the shipped file
     if args.update_goldens:
         refuse_writes_inside_package(args.scenarios, "--update-goldens")
@@ -42,7 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenarios = pipeline.load(args.scenarios, args.proxy_mode, args.name)
     console = human_console(stderr=args.json)
     several = len(scenarios) > 1
-    opts = pipeline.Options(args.runtime, args.trace, args.update_goldens, Path(args.out or "runs"))
+    opts = pipeline.Options(args.runtime, args.trace, args.update_goldens, Path(args.out or "runs"), keep=args.keep)
     if args.compare_modes:
         return max(_compare_modes(f, pipeline.out_dir_for(args.out, sc.name, several), opts, console)
                    for f, sc in zip(args.scenarios, scenarios, strict=True))
@@ -63,6 +63,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_summary(console, res.hops, str(res.out_dir))
         console.print(f"  open {res.out_dir / 'report.html'}; every hop in Wireshark: {res.out_dir / 'run.pcapng'} "
                       "(report.md has the tshark command)", highlight=False, markup=False)
+        if args.keep:
+            lab = o.scenario.topology.name
+            console.print(f"  lab {lab} kept, its pods serving: kpemu exec {lab} MEMBER -- CMD, kpemu capture {lab} "
+                          f"MEMBER IFACE; kpemu destroy {lab} removes it", highlight=False, markup=False)
         reports.append(res.hops)
         results.append(ScenarioResult(o.scenario.name, str(o.scenario.path), res.exit_code,
                                       float(res.hops.get("seconds") or 0.0), list(res.hops["checks"])))
@@ -168,6 +172,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--name", default=None, metavar="LAB",
                    help="the lab's name (namespaces kp-LAB-*) instead of the scenario's: run two copies at once")
     s.add_argument("--json", action="store_true", help="print hops.json to stdout (summary to stderr)")
+    s.add_argument("--keep", action="store_true",
+                   help="leave each lab up after its run, its pods serving, until kpemu destroy (this kernel only)")
     s.add_argument("--junit", metavar="FILE", default=None,
                    help="write a JUnit XML file: a testsuite per scenario, a testcase per check (for CI)")
     s.add_argument("--update-goldens", action="store_true", help="rewrite scenarios/<name>/golden/ from this run")

@@ -67,14 +67,14 @@ def deploy_job(lp: LabPlan, source: str = "", serve: bool = False) -> Job:
                nodes={n.name: plan.netns(n.name) for n in topo.nodes}, device_needs=cni_of(topo).device_needs)
 
 
-def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True) -> Job:
+def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = False) -> Job:
     """A job that deploys the scenario's lab (planned with its faults: `lab_plan(topo, kernel,
     sc.spec.faults)`), runs its flows with captures and traces, and removes it."""
     topo, plan = sc.topology, lp.fabric
     nat = [n.name for n in topo.nodes] + [e.name for e in topo.externals if e.role == "loadbalancer"]
     return replace(
         deploy_job(lp, str(sc.path)),
-        kind="collect", trace=trace, settle=sc.spec.settle,
+        kind="collect", trace=trace, settle=sc.spec.settle, keep=keep,
         faults=tuple(s.to_json() for s in lp.faults),
         servers=pod_servers(topo, plan),
         captures=tuple(capture_points(plan, topo, sc.flows)),

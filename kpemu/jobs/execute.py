@@ -50,6 +50,7 @@ from kpemu.plan.tracing import TraceData
 from kpemu.sizing import descriptors_needed
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.client import connections
+from kpemu.traffic.labserver import SERVE_FILES, start_lab_server
 from kpemu.traffic.result import FlowResult
 from kpemu.traffic.server import PodServers, serve_pods
 
@@ -188,8 +189,6 @@ def deploy(job: Job, progress: Progress = _quiet, state: LabState | None = None,
         raise
     state.deploy_seconds = time.perf_counter() - started
     if job.serve:
-        from kpemu.traffic.labserver import start_lab_server
-
         try:
             start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab))
         except BaseException:
@@ -372,6 +371,16 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+def _keep(job: Job, state: LabState) -> bool:
+    """`kpemu run --keep`: the lab stays as a deployed one, its pods serving (kpemu.traffic.labserver);
+    the kernel-wide settings its faults changed are put back, as the lab's own stay."""
+    restore_kernel_wide()
+    start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab))
+    state.command = "deploy"
+    state.save()
+    return True
+
+
 def collect(job: Job, out: Path, progress: Progress = _quiet) -> float:
     """Execute a collect job into `out`: pcaps/, capture/, rules/, trace/ and collected.json; its seconds.
 
@@ -381,6 +390,7 @@ def collect(job: Job, out: Path, progress: Progress = _quiet) -> float:
     claimed = claim(job, "run", str(out))  # before anything else: a refused run touches nothing of the owner's
     gathered = _Gathered()
     drops = None
+    kept = False
     with _sigterm_as_interrupt():
         try:
             # the drop tracer attaches while the lab is deployed; its scratch files are this run's, as the lab is
@@ -391,17 +401,23 @@ def collect(job: Job, out: Path, progress: Progress = _quiet) -> float:
                 if drops is not None:
                     drops.watch(state.members)
                 _traffic(job, out, progress, gathered, drops)
+                if job.keep:
+                    kept = _keep(job, state)
             finally:
                 if drops is not None:  # before the destroy removes the lab's scratch folder, where it writes
                     drops.stop()
-                with _signals_blocked(), timed(gathered.timings, "destroy the lab"):
-                    restore_kernel_wide()
-                    destroy(state.lab)
+                if not kept:
+                    with _signals_blocked(), timed(gathered.timings, "destroy the lab"):
+                        restore_kernel_wide()
+                        destroy(state.lab)
         finally:
             if drops is not None:  # deploy failed (a second stop returns what the first kept)
                 drops.stop()
-            shutil.rmtree(scratch_dir(job.lab), ignore_errors=True)  # trace and drop files: read, now gone
-            state_path(job.lab).unlink(missing_ok=True)  # the claim, when deploy never started
+            for p in sorted(scratch_dir(job.lab).glob("*")) if kept else [scratch_dir(job.lab)]:
+                if not p.name.startswith(SERVE_FILES):  # trace and drop files: read, now gone
+                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            if not kept:
+                state_path(job.lab).unlink(missing_ok=True)  # the claim, when deploy never started
     seconds = time.perf_counter() - started
     (out / COLLECTED).write_text(json.dumps(gathered.collected(job, seconds).to_json()) + "\n")
     return seconds

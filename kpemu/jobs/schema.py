@@ -123,6 +123,7 @@ class Job:
     nodes: dict[str, str]  # node -> its namespace
     device_needs: tuple[DeviceNeed, ...] = ()
     serve: bool = False  # a deploy job's pods keep serving until destroy (kpemu deploy --serve)
+    keep: bool = False  # a collect job's lab stays after its flows, its pods serving (kpemu run --keep)
     # a collect job's
     trace: bool = False
     settle: float = 0.0

@@ -57,6 +57,7 @@ class Runtime(Protocol):
     name: str  # host | vm: what the reports and the CLI say
     batched: bool  # collects every job of a run in one go; one job's failure then is that job's alone
     streams: bool  # exec's output reaches the terminal as it comes (kpemu capture), not at the end
+    keeps_labs: bool  # a run's lab can stay after it (kpemu run --keep)
 
     def refuses(self, topo: Topology) -> tuple[str, str] | None:
         """Why this runtime cannot run the lab (container members need the host's kernel), with the fix;

@@ -290,6 +290,7 @@ class GuestRuntime:
     name: str = "vm"
     batched: bool = True
     streams: bool = False
+    keeps_labs: bool = False
 
     def refuses(self, topo: Topology) -> tuple[str, str] | None:
         """Container members need the host's kernel (kpemu.docker.engine.blocker)."""

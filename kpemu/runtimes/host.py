@@ -49,6 +49,7 @@ class HostRuntime:
     name: str = "host"
     batched: bool = False
     streams: bool = True
+    keeps_labs: bool = True
 
     def refuses(self, topo: Topology) -> tuple[str, str] | None:
         """Container members need a docker engine here, and not kpemu's guest (kpemu.docker.engine.blocker)."""

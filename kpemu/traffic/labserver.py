@@ -21,14 +21,15 @@ from kpemu.kernel.runowner import ENV, token_of
 from kpemu.pace import scaled
 
 READY_TIMEOUT = 10.0  # seconds (scaled) for every socket to be bound
-PIDFILE = "serve.pid"
+SERVE_FILES = "serve."  # serve.json, serve.log, serve.pid in the lab's scratch directory
+PIDFILE = SERVE_FILES + "pid"
 
 
 def start_lab_server(pods: list[dict[str, object]], directory: Path) -> str:
     """Start serving `pods` ({pod, ns, tcp, udp}) from a detached process recorded in `directory`; its
     `pid:start` token once it is ready. EnvironmentProblem with its log when it does not get ready."""
     directory.mkdir(parents=True, exist_ok=True)
-    spec, log = directory / "serve.json", directory / "serve.log"
+    spec, log = directory / f"{SERVE_FILES}json", directory / f"{SERVE_FILES}log"
     spec.write_text(json.dumps(pods))
     env = {k: v for k, v in os.environ.items() if k != ENV}
     with log.open("wb") as out:

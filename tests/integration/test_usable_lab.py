@@ -56,3 +56,27 @@ def test_a_served_lab_answers_curl_and_nc_and_streams_a_pcap(tmp_path: Path) -> 
         gone = kpemu("destroy", LAB, timeout=120)
     assert gone.returncode == 0, gone.stderr
     assert not list_netns(f"kp-{LAB}-") and not _servers()
+
+
+def test_run_keep_leaves_the_lab_up_and_serving_until_destroy(tmp_path: Path) -> None:
+    import yaml
+
+    scenario = {"name": LAB, "topology": str(TOPOLOGIES / "flannel-vxlan.yaml"),
+                "flows": [{"name": "np", "from": "client", "to": {"node": "node1", "nodePort": 30080}}],
+                "expect": [{"flow": "np", "reply": True}]}
+    path = tmp_path / "keep.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    run = kpemu("run", str(path), "--runtime", "host", "--out", str(tmp_path / "out"), "--keep", "--no-trace",
+                timeout=300)
+    try:
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        assert f"lab {LAB} kept, its pods serving" in run.stdout
+        assert run.stdout.rstrip().splitlines()[-1] == "PASS: 1/1 scenarios passed, exit code 0"
+        assert list_netns(f"kp-{LAB}-") and len(_servers()) == 1
+        after = kpemu("exec", LAB, "client", "--", "curl", "-s", "-m", "5", "http://192.168.1.100:30080/",
+                      timeout=60)
+        assert after.stdout.startswith("kpemu:http:reply:web-"), after.stdout + after.stderr
+    finally:
+        gone = kpemu("destroy", LAB, timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    assert not list_netns(f"kp-{LAB}-") and not _servers()
