@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from kpemu.cni import cni_of
 from kpemu.faults import plan_faults
-from kpemu.faults.step import FaultStep
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
 from kpemu.plan.fabric import plan_fabric
+from kpemu.plan.faultstep import FaultStep
 from kpemu.plan.types import Plan
 from kpemu.proxy.modes import proxy_state
 from kpemu.proxy.state import ProxyState

@@ -16,6 +16,7 @@ from kpemu.capture.pcap import Pkt, read_pcap
 from kpemu.capture.points import capture_file_stem, point_name
 from kpemu.labplan import LabPlan
 from kpemu.model.scenario import Scenario
+from kpemu.plan.faultstep import AppliedFault
 from kpemu.plan.tracing import TraceData
 from kpemu.plan.types import Interface, Plan
 from kpemu.traffic.result import FlowResult
@@ -36,7 +37,7 @@ class RunMaterial(Protocol):
     @property
     def traces(self) -> Mapping[str, TraceData]: ...
     @property
-    def faults(self) -> Sequence[Mapping[str, Any]]: ...
+    def faults(self) -> Sequence[AppliedFault]: ...
 
 
 @dataclass
@@ -73,7 +74,7 @@ class Analysis:
     written: list[Path]
     explanations: dict[str, FlowExplanation]
     details: dict[str, dict[int, dict[str, list[str]]]]
-    faults: Sequence[Mapping[str, Any]]
+    faults: Sequence[AppliedFault]
     infos: dict[str, PointInfo]
     files: dict[str, Path]  # capture point -> its pcap
     packets: list[Pkt]
@@ -114,8 +115,8 @@ def analyse(sc: Scenario, plan: LabPlan, col: RunMaterial, out: Path, update_gol
     ipvs_services = {n.name: rules_text.get(f"{n.name}.ipvs", "") for n in sc.topology.nodes}
     ledgers: list[FlowLedger] = []
     explanations: dict[str, FlowExplanation] = {}
-    altered = frozenset([f["member"] for f in col.faults if f.get("delete_rules")]
-                        + [n for f in col.faults for n in f.get("rules_changed") or ()])
+    altered = frozenset([f.member for f in col.faults if f.delete_rules]
+                        + [n for f in col.faults for n in f.rules_changed])
     for flow in sc.flows:
         res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
         fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,
@@ -154,7 +155,7 @@ def hops_document(sc: Scenario, a: Analysis, runtime: str, reason: str, kernel: 
     return {"scenario": sc.name, "mode": sc.topology.kubeProxy.mode, "lab": sc.topology.name,
             "runtime": runtime, "reason": reason, "kernel": kernel,
             "ok": all(c.ok for c in a.checks),
-            "faults": a.faults,
+            "faults": [f.to_json() for f in a.faults],
             "flows": [with_verdicts({**hops_json(fl, flows_ok[fl.name]), **a.explanations[fl.name].to_json()},
                                     a.explanations[fl.name]) for fl in a.ledgers],
             "checks": [c.to_json() for c in a.checks]}

@@ -25,9 +25,9 @@ from kpemu.faults import (
     stale_rules,
 )
 from kpemu.faults.spec import FaultSpec
-from kpemu.faults.step import FaultStep
 from kpemu.model.scenario import Fault, ScenarioSpec
 from kpemu.model.topology import Topology
+from kpemu.plan.faultstep import FaultStep
 
 # the scenario's `faults[].kind` value -> its spec, in the order the schema lists them
 FAULTS: dict[str, FaultSpec] = {m.FAULT.name: m.FAULT for m in (

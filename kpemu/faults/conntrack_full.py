@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from kpemu.faults.spec import FaultSpec
-from kpemu.faults.step import FaultStep
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
+from kpemu.plan.faultstep import FaultStep
 from kpemu.plan.types import CONNTRACK_MAX
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kpemu.faults.step import FaultStep
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
+from kpemu.plan.faultstep import FaultStep
 
 # (a validated scenario's topology, the fault): the step that applies it, with its change and symptom prose
 Planner = Callable[[Topology, Fault], FaultStep]

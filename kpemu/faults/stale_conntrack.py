@@ -7,11 +7,11 @@ deleted pod."""
 from __future__ import annotations
 
 from kpemu.faults.spec import FaultSpec
-from kpemu.faults.step import FaultStep
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
+from kpemu.plan.faultstep import FaultStep
 from kpemu.proxy.ctplan import cleanup
 from kpemu.proxy.endpoints import service_ports
 from kpemu.proxy.modes import node_state

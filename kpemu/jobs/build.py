@@ -75,7 +75,7 @@ def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = Fals
     return replace(
         deploy_job(lp, str(sc.path)),
         kind="collect", trace=trace, settle=sc.spec.settle, keep=keep,
-        faults=tuple(s.to_json() for s in lp.faults),
+        faults=lp.faults,
         servers=pod_servers(topo, plan),
         captures=tuple(capture_points(plan, topo, sc.flows)),
         snaplen=sc.spec.snaplen,

@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from kpemu.analyse.drops import window as drops_window
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
@@ -46,6 +45,7 @@ from kpemu.kernel.runowner import my_token
 from kpemu.kernel.tracers import TRACERS
 from kpemu.pace import scaled
 from kpemu.plan.batch import Step
+from kpemu.plan.faultstep import AppliedFault
 from kpemu.plan.tracing import TraceData
 from kpemu.sizing import descriptors_needed
 from kpemu.statedir import scratch_dir
@@ -211,7 +211,7 @@ class _Gathered:
     traces: dict[str, TraceData] = field(default_factory=dict)
     conntrack: dict[str, str] = field(default_factory=dict)
     ipvs: dict[str, str] = field(default_factory=dict)
-    faults: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[AppliedFault] = field(default_factory=list)
     timings: Timings = field(default_factory=list)
 
     def collected(self, job: Job, seconds: float) -> Collected:
@@ -278,7 +278,7 @@ def _traffic(job: Job, out: Path, progress: Progress, gathered: _Gathered, drops
     with timed(timings, "save the rules"):
         snapshot.save_rules(job.nodes, job.backend, list(job.rule_kinds), out / "rules")
     with timed(timings, "apply the faults"):  # after the rules are saved: rules/ is what kube-proxy programmed
-        gathered.faults = apply_faults(list(job.faults), job.backend, in_guest=job.in_guest)
+        gathered.faults = apply_faults(job.faults, job.backend, in_guest=job.in_guest)
     caps = []
     with _servers(job):
         try:
@@ -293,7 +293,7 @@ def _traffic(job: Job, out: Path, progress: Progress, gathered: _Gathered, drops
                 with timed(timings, f"flow {flow.name}"):
                     _one_flow(job, flow, gathered, out)
                 windows[flow.name] = (start, time.monotonic_ns())
-                gathered.faults += apply_faults(list(job.faults), job.backend, after=flow.name, in_guest=job.in_guest)
+                gathered.faults += apply_faults(job.faults, job.backend, after=flow.name, in_guest=job.in_guest)
                 outcomes = [c["outcome"] for c in gathered.results[flow.name].connections]
                 progress(f"flow {flow.name}: {', '.join(outcomes) or 'no result'}")
             time.sleep(job.settle)

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_
 from kpemu.cni.spec import DeviceNeed
 from kpemu.errors import EnvironmentProblem, InputError, Problem
 from kpemu.plan.batch import Step
+from kpemu.plan.faultstep import AppliedFault, FaultStep
 from kpemu.plan.tracing import FlowMatch, TraceData
 from kpemu.plan.types import Interface, Namespace
 from kpemu.traffic.result import FlowResult
@@ -127,7 +128,7 @@ class Job:
     # a collect job's
     trace: bool = False
     settle: float = 0.0
-    faults: tuple[dict[str, Any], ...] = ()  # kpemu.plan.faults.FaultStep as JSON (kpemu.kernel.faults applies them)
+    faults: tuple[FaultStep, ...] = ()  # what kpemu.kernel.faults applies, before the first flow or after one
     servers: tuple[ServerSpec, ...] = ()
     captures: tuple[Interface, ...] = ()
     snaplen: int = 512  # bytes tcpdump keeps of each frame (the scenario's snaplen)
@@ -160,7 +161,7 @@ class Collected:
     ipvs: dict[str, str]  # node -> ipvsadm -Lnc text
     traces: dict[str, TraceData]  # flow -> trace texts, counter snapshots, kernel drops
     points: tuple[Interface, ...]
-    faults: tuple[dict[str, Any], ...] = ()  # the faults applied (plan step + the commands run, `done`)
+    faults: tuple[AppliedFault, ...] = ()  # the faults applied (the step and the commands run, `done`)
     seconds: float
     trace: bool
     kernel: str  # the release of the kernel that ran the lab

@@ -1,17 +1,19 @@
 """Apply a scenario's faults to a deployed lab (effects), inside the lab's own namespaces only (and
 one kernel-wide setting, in kpemu's guest only, put back when the run ends).
 
-A fault arrives as kpemu.faults.step.FaultStep in JSON (a job's `faults`); standard library only,
-so the job executor can run it (in the guest too).
+A fault arrives as a kpemu.plan.faultstep.FaultStep (a job's `faults`) and goes back as an AppliedFault;
+standard library only, so the job executor can run it (in the guest too).
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from kpemu.errors import ApplyError
 from kpemu.kernel.netns import run_in
+from kpemu.plan.faultstep import AppliedFault, FaultStep
 from kpemu.proxy.conntrack import NO_ENTRY, parse_entries, stale
 from kpemu.proxy.xtables import RESTORE, SAVE
 
@@ -71,28 +73,28 @@ def _run(ns: str, argv: list[str], what: str, text: str | None = None) -> str:
     return res.stdout
 
 
-def apply_fault(step: dict[str, Any], backend: str = "nft", in_guest: bool = False) -> list[str]:
+def apply_fault(step: FaultStep, backend: str = "nft", in_guest: bool = False) -> list[str]:
     """Apply one fault (`in_guest`: the runtime runs this in kpemu's guest); returns what was done,
     command by command (for the run's record)."""
-    ns, kind = step["netns"], step["kind"]
+    ns, kind = step.netns, step.kind
     done: list[str] = []
-    if step.get("kernel_wide"):  # first: on the host it is refused before anything else changes
-        done.append(_set_kernel_wide(*step["kernel_wide"], kind, in_guest))
-    for argv in step.get("commands") or []:
+    if step.kernel_wide:  # first: on the host it is refused before anything else changes
+        done.append(_set_kernel_wide(*step.kernel_wide, kind, in_guest))
+    for argv in step.commands:
         _run(ns, list(argv), kind)
         done.append(" ".join(argv))
-    if step.get("delete_rules"):
-        table, chains, target = step["delete_rules"]
+    if step.delete_rules:
+        table, chains, target = step.delete_rules
         lines = rules_to_delete(_run(ns, [SAVE[backend], "-t", table], kind), chains, target)
         if not lines:
             raise ApplyError(f"{ns}: fault {kind}: no -j {target} rule in {table} {', '.join(chains)} to remove")
         text = "\n".join([f"*{table}", *("-D" + ln[2:] for ln in lines), "COMMIT"]) + "\n"
         _run(ns, [RESTORE[backend], "--noflush", "--wait"], kind, text)
         done += [f"iptables -t {table} -D{ln[2:]}" for ln in lines]
-    for other, argv, text in step.get("elsewhere") or []:
+    for other, argv, text in step.elsewhere:
         _run(other, list(argv), kind, text)
         done.append(f"in {other}: {' '.join(argv)}" + (f" < {len(text.splitlines())} lines" if text else ""))
-    for other, plan in step.get("conntrack") or []:
+    for other, plan in step.conntrack:
         done += [f"in {other}: {line}" for line in conntrack_cleanup(other, plan, kind)]
     return done
 
@@ -121,8 +123,9 @@ def conntrack_cleanup(ns: str, plan: dict[str, Any], kind: str) -> list[str]:
     return [f"kube-proxy: {plan.get('skipped', 'no conntrack cleanup')}"]
 
 
-def apply_faults(steps: list[dict[str, Any]], backend: str = "nft", after: str | None = None,
-                 in_guest: bool = False) -> list[dict[str, Any]]:
+def apply_faults(steps: tuple[FaultStep, ...] | list[FaultStep], backend: str = "nft", after: str | None = None,
+                 in_guest: bool = False) -> list[AppliedFault]:
     """Apply, in order, the faults due before the first flow (`after` None) or after the flow `after`
-    (`in_guest`: as `apply_fault`); each step's JSON with `done` added."""
-    return [{**s, "done": apply_fault(s, backend, in_guest)} for s in steps if s.get("after") == after]
+    (`in_guest`: as `apply_fault`); each step with what was `done`."""
+    return [AppliedFault(**asdict(s), done=tuple(apply_fault(s, backend, in_guest))) for s in steps
+            if s.after == after]

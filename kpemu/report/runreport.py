@@ -112,7 +112,7 @@ class RunReport(TypedDict):
     reason: str
     kernel: str
     ok: bool
-    faults: NotRequired[list[dict[str, Any]]]  # the faults applied (kpemu.plan.faults.FaultStep + `done`)
+    faults: NotRequired[list[dict[str, Any]]]  # the faults applied (kpemu.plan.faultstep.AppliedFault)
     flows: list[FlowReport]
     checks: list[CheckReport]
     seconds: float

@@ -16,6 +16,7 @@ from kpemu.jobs import agent, exchange, execute
 from kpemu.jobs.build import collect_job
 from kpemu.jobs.schema import JOB_VERSION, Collected, Job, Readback
 from kpemu.labplan import lab_plan
+from kpemu.plan.faultstep import AppliedFault, FaultStep
 from kpemu.plan.tracing import CounterSnapshot, TraceData
 from tests.helpers import ROOT
 
@@ -31,7 +32,11 @@ COLLECTED_JSON: dict[str, Any] = {
                      "after": {"iptables": {"node1": "*nat\n[1:60] -A ...\n"}, "ipvs_stats": {}},
                      "drops_unavailable": "no bpftrace", "drop_members": {"4026532": "node1"}, "drops": ""}},
     "points": [{"ns": "kp-t-node1", "name": "eth0", "member": "node1", "role": "node-eth0", "kind": "ethernet"}],
-    "faults": [{"kind": "rp-filter", "member": "node1", "done": ["sysctl -w ..."]}],
+    "faults": [{"kind": "rp-filter", "member": "node1", "netns": "kp-t-node1",
+                "commands": [["sysctl", "-q", "-w", "net.ipv4.conf.all.rp_filter=1"]], "delete_rules": None,
+                "change": "strict reverse-path filtering", "symptom": "dropped on input", "after": None,
+                "elsewhere": [], "rules_changed": [], "conntrack": [], "kernel_wide": None,
+                "done": ["sysctl -q -w net.ipv4.conf.all.rp_filter=1"]}],
     "seconds": 3.5, "trace": True, "kernel": "6.1.0-57-amd64",
     "readback": [{"node": "node1", "kind": "iptables", "expected": "*nat\n", "chains": {"nat": ["KUBE-SERVICES"]}},
                  {"node": "node1", "kind": "ipset", "expected": "", "sets": ["KUBE-CLUSTER-IP"]},
@@ -51,6 +56,19 @@ def test_a_job_survives_json_unchanged() -> None:
     assert Job.from_json(data) == job
     assert data["version"] == JOB_VERSION and data["flows"][0]["from"] == job.flows[0].from_
     assert Job.from_json(data).flows[0].match.backends == job.flows[0].match.backends  # tuples again, not lists
+
+
+def test_a_jobs_faults_cross_as_fault_steps_and_come_back_as_applied_faults() -> None:
+    sc = load_scenario(ROOT / "scenarios" / "faults" / "rp-filter.yaml")
+    job = collect_job(sc, lab_plan(sc.topology, (6, 1), sc.spec.faults))
+    again = Job.from_json(json.loads(json.dumps(job.to_json())))
+    assert again == job and [type(f) for f in again.faults] == [FaultStep]
+    assert again.faults[0].commands[2][:3] == ("ip", "route", "replace")  # tuples again, not lists
+    col = Collected.from_json(copy.deepcopy(COLLECTED_JSON))
+    assert col.faults == (AppliedFault(
+        "rp-filter", "node1", "kp-t-node1", commands=(("sysctl", "-q", "-w", "net.ipv4.conf.all.rp_filter=1"),),
+        change="strict reverse-path filtering", symptom="dropped on input",
+        done=("sysctl -q -w net.ipv4.conf.all.rp_filter=1",)),)
 
 
 def test_collected_json_survives_unchanged() -> None:
@@ -114,6 +132,9 @@ def test_the_executor_refuses_a_bad_job_file_with_its_exit_code(version: object,
     (lambda d: d["nodes"].update(node1=7), "job: nodes.node1: expected a string, got 7"),
     (lambda d: d.update(trace=1), "job: trace: expected true or false, got 1"),
     (lambda d: d.update(servers={}), "job: servers: expected a list, got {}"),
+    (lambda d: d.update(faults=[{"kind": "rp-filter", "member": "node1"}]), "job: faults[0].netns: missing"),
+    (lambda d: d.update(faults=[{"kind": "rp-filter", "member": "n", "netns": "kp-n", "commands": ["sysctl"]}]),
+     "job: faults[0].commands[0]: expected a list, got 'sysctl'"),
 ])
 def test_a_malformed_job_names_its_field(change: Any, message: str) -> None:
     data = _job().to_json()

@@ -1,9 +1,13 @@
-"""A fault ready to apply, as plain data (pure): what it changes in one lab namespace, and its story.
-kpemu.kernel.faults applies it (from its JSON) without knowing which fault it is."""
+"""A fault ready to apply, as plain data (pure): what it changes in one lab namespace, and its story;
+and the same step once applied, with what was done. The fault registry (kpemu.faults) plans it, the
+job carries it across to the executor (kpemu.jobs.schema), kpemu.kernel.faults applies it without
+knowing which fault it is, and what was collected carries it back as an `AppliedFault`. Standard
+library only: the executor imports it in the guest."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,25 @@ class FaultStep:
     # (sysctl path, value) of a kernel-wide setting: set only in a disposable guest, restored after the run
     kernel_wide: tuple[str, str] | None = None
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    def to_json(self) -> dict[str, Any]:
+        """The step as JSON (tuples as lists), as the job and collected.json carry it."""
+        return _lists(asdict(self))
+
+
+@dataclass(frozen=True)
+class AppliedFault(FaultStep):
+    """A fault step as it was applied: the step, and `done`, what was run, command by command (the run's
+    record; the report's "faults applied" section and hops.json's `faults`)."""
+
+    done: tuple[str, ...] = ()
+
+
+def _lists(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_lists(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    return value
 
 
 def sysctl(key: str, value: str) -> tuple[str, ...]:
