@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,12 @@ class EnvironmentProblem(KpemuError):
 class GuestHung(EnvironmentProblem):
     """The guest's agent stopped beating in the middle of a request (the emulated machine hung). Exit code 3.
 
-    `answered`: (work directory, result) of the requests it finished before, in order (filled by who
-    knows them)."""
+    `answered`: (work directory, kpemu.jobs.schema.Reply) of the requests it finished before, in order
+    (filled by who knows them)."""
 
     def __init__(self, reason: str, fix: str = ""):
         super().__init__(reason, fix)
-        self.answered: list[tuple[Path, dict]] = []
+        self.answered: list[tuple[Path, Any]] = []
 
 
 class ApplyError(KpemuError):

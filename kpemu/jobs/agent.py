@@ -17,12 +17,11 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
 
 from kpemu.errors import KpemuError
 from kpemu.jobs import exchange
 from kpemu.jobs.execute import collect, deploy
-from kpemu.jobs.schema import Job
+from kpemu.jobs.schema import Reply, Request
 from kpemu.kernel import netns as nsmod
 
 HEARTBEAT_SECONDS = 1.0
@@ -41,47 +40,59 @@ def _beat(root: Path, stop: threading.Event) -> None:
             print(f"kpemu agent: heartbeat {path} could not be touched: {e}", file=sys.stderr, flush=True)
 
 
-def handle(root: Path, req: dict[str, Any]) -> dict[str, Any]:
-    """Do one request; its result (rc 0 ok, else the exit code kpemu would use, with `error`)."""
+def answer(root: Path, data: object) -> tuple[Request | None, Reply]:
+    """Read one request document and do it: (the request, None when it could not be read; the reply).
+    A request that cannot be read (malformed, or a job of another JOB_VERSION) is answered with its
+    exit code before anything runs."""
+    try:
+        req = Request.from_json(data)
+    except KpemuError as e:
+        return None, Reply(rc=e.exit_code, error=str(e))
+    print(f"agent: {req.kind} {req.id}", flush=True)
+    return req, handle(root, req)
+
+
+def handle(root: Path, req: Request) -> Reply:
+    """Do one request; its reply (rc 0 ok, else the exit code kpemu would use, with `error`)."""
     from kpemu.kernel import lab
     from kpemu.kernel.snapshot import save_rules
 
-    work = root / exchange.WORK / req["id"]
+    work = root / exchange.WORK / req.id
     work.mkdir(parents=True, exist_ok=True)
     log = (work / "log").open("a", buffering=1)
 
     def progress(msg: str) -> None:
         log.write(msg + "\n")
 
-    kind = req["kind"]
     try:
-        if kind == "collect":  # Job.from_json refuses a job of another version before anything runs
-            return {"rc": 0, "seconds": collect(Job.from_json(req["job"]), work, progress)}
-        if kind == "deploy":
-            job = Job.from_json(req["job"])
-            state = deploy(job, progress)
-            save_rules(job.nodes, job.backend, list(job.rule_kinds), work / "rules")
-            return {"rc": 0, "namespaces": state.namespaces, "seconds": state.deploy_seconds}
-        if kind == "destroy":
-            removal = lab.destroy_all() if req.get("all") else lab.destroy(req["lab"])
-            return {"rc": 0, "removed": removal.namespaces, "summary": removal.summary()}
-        if kind == "inspect":
-            return {"rc": 0, "data": lab.inspect(req.get("lab"))}
-        if kind == "exec":
-            ns = lab.member_netns(req["lab"], req["member"])
-            res = nsmod.run_in(ns, req["argv"], timeout=EXEC_TIMEOUT)
-            return {"rc": res.returncode, "stdout": res.stdout, "stderr": res.stderr}
-        if kind == "stop":
-            return {"rc": 0}
-        return {"rc": 2, "error": f"unknown request kind {kind!r}"}
+        if req.kind in ("collect", "deploy") and req.job is None:
+            return Reply(rc=2, error=f"a {req.kind} request without a job")
+        if req.kind == "collect" and req.job is not None:
+            return Reply(rc=0, seconds=collect(req.job, work, progress))
+        if req.kind == "deploy" and req.job is not None:
+            state = deploy(req.job, progress)
+            save_rules(req.job.nodes, req.job.backend, list(req.job.rule_kinds), work / "rules")
+            return Reply(rc=0, namespaces=tuple(state.namespaces), seconds=state.deploy_seconds)
+        if req.kind == "destroy":
+            removal = lab.destroy_all() if req.all else lab.destroy(req.lab or "")
+            return Reply(rc=0, removed=tuple(removal.namespaces), summary=removal.summary())
+        if req.kind == "inspect":
+            return Reply(rc=0, data=lab.inspect(req.lab))
+        if req.kind == "exec":
+            ns = lab.member_netns(req.lab or "", req.member)
+            res = nsmod.run_in(ns, list(req.argv), timeout=EXEC_TIMEOUT)
+            return Reply(rc=res.returncode, stdout=res.stdout, stderr=res.stderr)
+        if req.kind == "stop":
+            return Reply(rc=0)
+        return Reply(rc=2, error=f"unknown request kind {req.kind!r}")
     except KpemuError as e:
-        return {"rc": e.exit_code, "error": str(e)}
+        return Reply(rc=e.exit_code, error=str(e))
     except FileNotFoundError as e:
-        return {"rc": 127, "error": f"command not found: {e.filename}"}
+        return Reply(rc=127, error=f"command not found: {e.filename}")
     except subprocess.TimeoutExpired:
-        return {"rc": 124, "error": f"timed out after {EXEC_TIMEOUT:.0f}s"}
+        return Reply(rc=124, error=f"timed out after {EXEC_TIMEOUT:.0f}s")
     except Exception:  # the agent must answer whatever happened
-        return {"rc": 1, "error": traceback.format_exc(limit=8)}
+        return Reply(rc=1, error=traceback.format_exc(limit=8))
     finally:
         log.close()
 
@@ -110,13 +121,16 @@ def serve(root: Path, once: bool, idle: float) -> int:
                     path.replace(running)
                 except FileNotFoundError:
                     continue
-                req = json.loads(running.read_text())
-                print(f"agent: {req['kind']} {req['id']}", flush=True)
-                res = handle(root, req)
-                exchange.write_json(root / exchange.RESULTS / path.name, res)
+                try:
+                    data = json.loads(running.read_text())
+                except (OSError, ValueError) as e:
+                    req, res = None, Reply(rc=2, error=f"{path.name}: not a JSON request: {e}")
+                else:
+                    req, res = answer(root, data)
+                exchange.write_json(root / exchange.RESULTS / path.name, res.to_json())
                 running.unlink(missing_ok=True)
                 last = time.monotonic()
-                if req["kind"] == "stop":
+                if req is not None and req.kind == "stop":
                     return 0
     finally:
         stop.set()

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kpemu.errors import KpemuError
+from kpemu.jobs.schema import Reply, Request
 from kpemu.kernel.runowner import token_of
 
 AGENT = "agent.json"
@@ -50,11 +52,13 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def submit(root: Path, kind: str, **fields: Any) -> str:
-    """Queue a request; its id (also the name of its work directory)."""
+    """Queue a request of `kind` (the other fields of kpemu.jobs.schema.Request: job, lab, member, argv,
+    all); its id (also the name of its work directory)."""
     prepare(root)
     rid = f"{time.time_ns():020d}-{kind}-{secrets.token_hex(3)}"  # sorts in the order submitted
     (root / WORK / rid).mkdir(parents=True, exist_ok=True)
-    write_json(root / REQUESTS / f"{rid}.json", {"id": rid, "kind": kind, "by": token_of(os.getpid()), **fields})
+    req = Request(id=rid, kind=kind, by=token_of(os.getpid()), **fields)
+    write_json(root / REQUESTS / f"{rid}.json", req.to_json())
     return rid
 
 
@@ -64,10 +68,10 @@ def waiting(root: Path) -> list[str]:
     found = []
     for sub in (REQUESTS, RUNNING):
         for path in sorted((root / sub).glob("*.json")) if (root / sub).is_dir() else []:
-            with contextlib.suppress(OSError, ValueError):
-                req = json.loads(path.read_text())
-                if not (root / RESULTS / path.name).exists() and isinstance(req.get("by"), str):
-                    found.append(req["by"])
+            with contextlib.suppress(OSError, ValueError, KpemuError):
+                req = Request.from_json(json.loads(path.read_text()))
+                if not (root / RESULTS / path.name).exists() and req.by is not None:
+                    found.append(req.by)
     return found
 
 
@@ -79,12 +83,14 @@ def pending(root: Path) -> list[Path]:
         return []
 
 
-def result(root: Path, rid: str) -> dict[str, Any] | None:
-    """The result of request `rid`, or None while there is none."""
+def result(root: Path, rid: str) -> Reply | None:
+    """The reply to request `rid`, or None while there is none; InputError naming the field of a
+    malformed one."""
     try:
-        return json.loads((root / RESULTS / f"{rid}.json").read_text())
+        data = json.loads((root / RESULTS / f"{rid}.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+    return Reply.from_json(data)
 
 
 def heartbeat_age(root: Path) -> float | None:

@@ -143,12 +143,69 @@ class Job:
     @classmethod
     def from_json(cls, data: object) -> Job:
         """The job of `data`; EnvironmentProblem for another JOB_VERSION, InputError naming a malformed field."""
-        version = data.get("version") if isinstance(data, dict) else None
-        if isinstance(version, int) and not isinstance(version, bool) and version != JOB_VERSION:
-            raise EnvironmentProblem(f"job version {version} cannot be executed: this kpemu executes job version "
-                                     f"{JOB_VERSION} (the host and the executor run different kpemu code)",
-                                     "run the same kpemu on both sides (a warm guest: kpemu vm down, then run again)")
+        _same_version(data)
         return _document(cls, data, "job")
+
+
+def _same_version(job: object) -> None:
+    """EnvironmentProblem when the job document `job` is of another JOB_VERSION than this code executes."""
+    version = job.get("version") if isinstance(job, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version != JOB_VERSION:
+        raise EnvironmentProblem(f"job version {version} cannot be executed: this kpemu executes job version "
+                                 f"{JOB_VERSION} (the host and the executor run different kpemu code)",
+                                 "run the same kpemu on both sides (a warm guest: kpemu vm down, then run again)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """One request to the guest's agent (kpemu.jobs.exchange): `collect` or `deploy` a `job`, `destroy`
+    a `lab` (or `all`), `inspect` one lab or every one, `exec` `argv` in a lab's `member`, `stop`.
+    `by` is the owner token of the process waiting for the answer (kpemu.kernel.runowner). An unknown
+    `kind` is answered as one (rc 2), so it stays a string here."""
+
+    id: str
+    kind: str
+    by: str | None = None
+    job: Job | None = None
+    lab: str | None = None
+    member: str = ""
+    argv: tuple[str, ...] = ()
+    all: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in _fields_json(self).items() if k in ("id", "kind") or v not in (None, "", [], False)}
+
+    @classmethod
+    def from_json(cls, data: object) -> Request:
+        """The request of `data`; EnvironmentProblem for a job of another JOB_VERSION, InputError naming a
+        malformed field."""
+        _same_version(data.get("job") if isinstance(data, dict) else None)
+        return _document(cls, data, "request")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    """The agent's answer to a Request: `rc` 0 done, else the exit code kpemu would use, with `error`;
+    `seconds` a collect or deploy took, a deployed lab's `namespaces`, what a destroy `removed` and its
+    `summary`, an exec's `stdout` and `stderr`, and inspect's `data` (kpemu.kernel.lab.inspect)."""
+
+    rc: int
+    error: str = ""
+    seconds: float | None = None
+    namespaces: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    summary: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    data: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in _fields_json(self).items() if k == "rc" or v not in (None, "", [])}
+
+    @classmethod
+    def from_json(cls, data: object) -> Reply:
+        """The reply of `data`; InputError naming a malformed field."""
+        return _document(cls, data, "reply")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,6 +29,7 @@ from kpemu.docker.engine import blocker
 from kpemu.errors import ApplyError, EnvironmentProblem, GuestHung, KpemuError
 from kpemu.hang import Watch
 from kpemu.jobs import exchange
+from kpemu.jobs.schema import Reply
 from kpemu.kernel import lab as kernel_lab
 from kpemu.kernel import runowner
 from kpemu.kernel.netfilter import resolve_random_fully
@@ -145,8 +146,9 @@ def down(progress: Progress = quiet) -> bool:
     return True
 
 
-def request(kind: str, progress: Progress = quiet, timeout: float = 1800.0, **fields: Any) -> tuple[Path, dict]:
-    """Send one request to the warm guest and wait for its result; (work directory, result).
+def request(kind: str, progress: Progress = quiet, timeout: float = 1800.0, **fields: Any) -> tuple[Path, Reply]:
+    """Send one request to the warm guest (`fields`: kpemu.jobs.schema.Request's) and wait for its reply;
+    (work directory, reply).
 
     EnvironmentProblem (exit 3) when no guest is up, or it dies or hangs meanwhile.
     """
@@ -192,7 +194,7 @@ def _echo_log(path: Path, pos: int, progress: Progress) -> int:
 
 
 def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progress = quiet,
-         timeout: float = 1800.0) -> list[tuple[Path, dict]]:
+         timeout: float = 1800.0) -> list[tuple[Path, Reply]]:
     """Queue the requests in `root`, boot one guest whose agent answers them, and return
     (work directory, result) per request, in order."""
     shutil.rmtree(root, ignore_errors=True)
@@ -237,14 +239,14 @@ def current(progress: Progress = quiet) -> dict[str, Any] | None:
 
 
 def send(requests: list[tuple[str, dict[str, Any]]], cold_root: Path, progress: Progress = quiet,
-         notice: Progress = quiet) -> tuple[str, list[tuple[Path, dict]]]:
+         notice: Progress = quiet) -> tuple[str, list[tuple[Path, Reply]]]:
     """Requests to the warm guest if one is up, else to one cold boot; (how, results).
 
     A guest that hangs (its agent stops beating) is killed, and the requests it had not answered are
     sent once more, to a fresh cold guest: the emulated machine, not the lab, failed. `notice` is told
     (to be shown for good, not as progress). A second hang fails the run (exit 3)."""
     how = "warm" if current(progress) is not None else "cold"
-    answers: list[tuple[Path, dict]] = []
+    answers: list[tuple[Path, Reply]] = []
     try:
         if how == "warm":
             for kind, fields in requests:
@@ -312,12 +314,12 @@ class GuestRuntime:
         from kpemu.capture.tcpdump import render_pcaps
         from kpemu.jobs.execute import prepare_out
 
-        reqs = [("collect", {"job": replace(w.job, render=False, in_guest=True).to_json()}) for w in jobs]
+        reqs = [("collect", {"job": replace(w.job, render=False, in_guest=True)}) for w in jobs]
         how, answers = send(reqs, work_dir, progress, notice)
         out: list[Gathered | KpemuError] = []
         for w, (work, res) in zip(jobs, answers, strict=True):
-            if res["rc"] != 0:
-                out.append(EnvironmentProblem(f"{w.name}: in the guest: {res.get('error', '')}", f"see {work}"))
+            if res.rc != 0:
+                out.append(EnvironmentProblem(f"{w.name}: in the guest: {res.error}", f"see {work}"))
                 continue
             prepare_out(w.out)
             for item in work.iterdir():
@@ -352,15 +354,15 @@ class GuestRuntime:
             up(progress)
         topo = self.resolve(topo)
         job = deploy_job(lab_plan(topo, release_tuple(kernel_release())), source, serve)
-        work, res = request("deploy", progress, job=job.to_json())
-        if res["rc"] != 0:
-            raise EnvironmentProblem(f"deploy in the guest failed: {res.get('error', '')}", f"see {work}")
+        work, res = request("deploy", progress, job=job)
+        if res.rc != 0:
+            raise EnvironmentProblem(f"deploy in the guest failed: {res.error}", f"see {work}")
         try:
             check_saved_rules(job.readback, work / "rules")
         except ApplyError:
             request("destroy", lab=topo.name)
             raise
-        return (f"lab {topo.name} deployed in the guest: {len(res['namespaces'])} namespaces in {res['seconds']:.2f}s; "
+        return (f"lab {topo.name} deployed in the guest: {len(res.namespaces)} namespaces in {res.seconds or 0:.2f}s; "
                 f"kpemu exec/inspect/destroy {topo.name} reach it there")
 
     def destroy(self, lab: str) -> str:
@@ -368,26 +370,25 @@ class GuestRuntime:
         as the lab's (a lab whose state file is gone) is removed here instead."""
         kernel_lab.require_root()
         res = lab_request("destroy", lab=lab)
-        if res is not None and res.get("removed"):
-            return f"in the guest: {res['summary']}"
+        if res is not None and res.removed:
+            return f"in the guest: {res.summary}"
         return kernel_lab.destroy(lab).summary()
 
     def exec(self, lab: str, member: str, argv: list[str]) -> Executed:
         """Run `argv` in a member of a lab in the warm guest; its output comes back with the exit code."""
-        res = request("exec", lab=lab, member=member, argv=argv)[1]
-        return Executed(int(res["rc"]), res.get("stdout", ""),
-                        res.get("stderr", "") + (res.get("error", "") + "\n" if res.get("error") else ""))
+        res = request("exec", lab=lab, member=member, argv=tuple(argv))[1]
+        return Executed(res.rc, res.stdout, res.stderr + (res.error + "\n" if res.error else ""))
 
     def inspect(self, lab: str | None) -> dict[str, Any]:
         """The warm guest's labs (each marked runtime vm); none when no warm guest is up."""
-        res = lab_request("inspect", lab=lab) or {}
-        data = res.get("data") or {"labs": [], "orphans": []}
+        res = lab_request("inspect", lab=lab)
+        data = (res.data if res is not None else None) or {"labs": [], "orphans": []}
         for entry in data.get("labs", []):
             entry["runtime"] = "vm"
         return data
 
 
-def lab_request(kind: str, **fields: Any) -> dict[str, Any] | None:
+def lab_request(kind: str, **fields: Any) -> Reply | None:
     """A lab request (destroy, exec, inspect) to the warm guest; None when no warm guest is up."""
     if warm_status() is None:
         return None

@@ -14,7 +14,7 @@ from kpemu.errors import EnvironmentProblem, InputError
 from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs import agent, exchange, execute
 from kpemu.jobs.build import collect_job
-from kpemu.jobs.schema import JOB_VERSION, Collected, Job, Readback
+from kpemu.jobs.schema import JOB_VERSION, Collected, Job, Readback, Reply, Request
 from kpemu.labplan import lab_plan
 from kpemu.plan.faultstep import AppliedFault, FaultStep
 from kpemu.plan.tracing import CounterSnapshot, TraceData
@@ -104,8 +104,27 @@ def test_a_job_of_another_version_is_refused() -> None:
 def test_the_agent_refuses_a_job_of_another_version_before_executing(tmp_path: Path) -> None:
     exchange.prepare(tmp_path)
     req = {"id": "r1", "kind": "collect", "job": {**_job().to_json(), "version": 0}}
-    res = agent.handle(tmp_path, req)
-    assert res["rc"] == 3 and res["error"].startswith("job version 0 cannot be executed: ")
+    read, res = agent.answer(tmp_path, req)
+    assert read is None and res.rc == 3 and res.error.startswith("job version 0 cannot be executed: ")
+
+
+def test_a_request_and_its_reply_survive_json_unchanged() -> None:
+    req = Request(id="r1", kind="exec", by="1234:5678", lab="flannel", member="node1", argv=("ip", "-br", "link"))
+    assert req.to_json() == {"id": "r1", "kind": "exec", "by": "1234:5678", "lab": "flannel", "member": "node1",
+                             "argv": ["ip", "-br", "link"]}
+    assert Request.from_json(json.loads(json.dumps(req.to_json()))) == req
+    job = Request(id="r2", kind="collect", job=_job())
+    assert Request.from_json(json.loads(json.dumps(job.to_json()))) == job
+    reply = Reply(rc=0, namespaces=("kp-t-node1",), seconds=0.5)
+    assert reply.to_json() == {"rc": 0, "seconds": 0.5, "namespaces": ["kp-t-node1"]}
+    assert Reply.from_json(json.loads(json.dumps(reply.to_json()))) == reply
+
+
+def test_a_malformed_request_is_answered_with_its_field_before_anything_runs(tmp_path: Path) -> None:
+    exchange.prepare(tmp_path)
+    read, res = agent.answer(tmp_path, {"id": "r1", "kind": "exec", "argv": "ls"})
+    assert (read, res) == (None, Reply(rc=2, error="request: argv: expected a list, got 'ls'"))
+    assert not (tmp_path / exchange.WORK / "r1").exists()
 
 
 @pytest.mark.parametrize(("version", "code", "said"), [

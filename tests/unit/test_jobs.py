@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kpemu.cni import cni_of
 from kpemu.inputs.topology import load_topology
 from kpemu.jobs import exchange
 from kpemu.jobs.agent import serve
-from kpemu.jobs.schema import Readback
+from kpemu.jobs.schema import Readback, Reply
 from kpemu.jobs.verify import readback_problems
 from kpemu.plan.batch import fabric_steps, route_line
 from kpemu.plan.fabric import plan_fabric
@@ -70,8 +71,8 @@ def test_agent_answers_what_is_queued_then_stops(tmp_path: Path) -> None:
     stop = exchange.submit(tmp_path, "stop")
     later = exchange.submit(tmp_path, "frobnicate")  # queued after stop: left for the next agent
     assert serve(tmp_path, once=False, idle=5.0) == 0
-    assert exchange.result(tmp_path, odd) == {"rc": 2, "error": "unknown request kind 'frobnicate'"}
-    assert exchange.result(tmp_path, stop) == {"rc": 0}
+    assert exchange.result(tmp_path, odd) == Reply(rc=2, error="unknown request kind 'frobnicate'")
+    assert json.loads((tmp_path / exchange.RESULTS / f"{stop}.json").read_text()) == {"rc": 0}
     assert exchange.result(tmp_path, later) is None and [p.stem for p in exchange.pending(tmp_path)] == [later]
     assert (tmp_path / exchange.AGENT).is_file() and exchange.heartbeat_age(tmp_path) is not None
 
