@@ -42,7 +42,7 @@ class Options:
     trace: bool = True
     update_goldens: bool = False
     runs_dir: Path = Path("runs")  # several scenarios' parent folder: a runtime's shared files go to its guest/
-    work_dir: Path | None = None  # where a runtime keeps its own files (default: see `_work_dir`)
+    work_root: Path | None = None  # where a runtime keeps its own folder (default: see `_work_root`)
     keep_going: bool = False  # a scenario that fails is its outcome, and the others run (else it stops the run)
     keep: bool = False  # each lab stays after its run, its pods serving, until kpemu destroy (kpemu run --keep)
 
@@ -135,10 +135,10 @@ def _runnable(scenarios: list[tuple[Scenario, Path]], placed: list[tuple[Runtime
     return keep
 
 
-def _work_dir(batch: list[tuple[Scenario, Path]], opts: Options) -> Path:
-    """A runtime's own files for a batch: `opts.work_dir`, else the one scenario's folder's guest/, else the
-    runs folder's."""
-    return opts.work_dir or (batch[0][1] if len(batch) == 1 else opts.runs_dir) / "guest"
+def _work_root(batch: list[tuple[Scenario, Path]], opts: Options) -> Path:
+    """Where a runtime keeps its own folder for a batch (the runtime names it): `opts.work_root`, else the
+    one scenario's output folder, else the runs folder."""
+    return opts.work_root or (batch[0][1] if len(batch) == 1 else opts.runs_dir)
 
 
 def _run_batch(runtime: Runtime, reason: str, batch: list[tuple[Scenario, Path]], opts: Options,
@@ -153,7 +153,7 @@ def _run_batch(runtime: Runtime, reason: str, batch: list[tuple[Scenario, Path]]
             plans = [lab_plan(sc.topology, kernel, sc.spec.faults) for sc in resolved]
             jobs = [Work(sc.name, collect_job(sc, plan, opts.trace, opts.keep), out)
                     for sc, plan, (_, out) in zip(resolved, plans, batch, strict=True)]
-            gathered = runtime.collect(jobs, _work_dir(batch, opts), step, tell.notice)
+            gathered = runtime.collect(jobs, _work_root(batch, opts), step, tell.notice)
             return [_outcome(runtime, reason, sc, plan, w, got, opts, step)
                     for sc, plan, w, got in zip(resolved, plans, jobs, gathered, strict=True)]
     except KpemuError as e:
@@ -236,7 +236,7 @@ def compare_modes(file: str, base: Path, opts: Options, tell: Listener) -> Compa
     for m in every:
         (base / m / "hops.json").unlink(missing_ok=True)
     outcomes = run([(sc, base / m) for m, sc in variants.items()],
-                   replace(opts, update_goldens=False, work_dir=base / "guest", keep_going=True), tell)
+                   replace(opts, update_goldens=False, work_root=base, keep_going=True), tell)
     rcs: dict[str, int] = {}
     for o in outcomes:
         m = o.scenario.topology.kubeProxy.mode

@@ -294,7 +294,7 @@ def _traffic(job: Job, out: Path, progress: Progress, gathered: _Gathered, drops
                     _one_flow(job, flow, gathered, out)
                 windows[flow.name] = (start, time.monotonic_ns())
                 gathered.faults += apply_faults(job.faults, job.backend, after=flow.name, in_guest=job.in_guest)
-                outcomes = [c["outcome"] for c in gathered.results[flow.name].connections]
+                outcomes = gathered.results[flow.name].outcomes
                 progress(f"flow {flow.name}: {', '.join(outcomes) or 'no result'}")
             time.sleep(job.settle)
             if drops is not None and job.trace:

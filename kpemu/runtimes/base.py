@@ -73,9 +73,10 @@ class Runtime(Protocol):
         """The release of the kernel this runtime runs labs on (kube-proxy's rules are generated for it)."""
         ...
 
-    def collect(self, jobs: Sequence[Work], work_dir: Path, progress: Progress = quiet,
+    def collect(self, jobs: Sequence[Work], work_root: Path, progress: Progress = quiet,
                 notice: Progress = quiet) -> list[Gathered | KpemuError]:
-        """Run every collect job into its output folder (`work_dir`: for the runtime's own files); per
+        """Run every collect job into its output folder (`work_root`: where the runtime may make a folder of
+        its own files, named by the runtime); per
         job what was gathered, or the error that job met. `notice` is told what must stay on screen."""
         ...
 

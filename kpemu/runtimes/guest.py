@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from kpemu.model.topology import Topology
 
 WARM_DIR = Path(os.environ.get("KPEMU_VM_DIR", "/run/kpemu/vm"))
+GUEST_FOLDER = "guest"  # a cold guest's own files, in the run's folder (or the runs folder, for several)
 GUEST_FILE = "guest.json"
 IDLE_SECONDS = 1800.0
 STOP_WAIT = 20.0
@@ -306,16 +307,17 @@ class GuestRuntime:
         """The guest's release (`kernel_release`)."""
         return kernel_release()
 
-    def collect(self, jobs: Sequence[Work], work_dir: Path, progress: Progress = quiet,
+    def collect(self, jobs: Sequence[Work], work_root: Path, progress: Progress = quiet,
                 notice: Progress = quiet) -> list[Gathered | KpemuError]:
-        """The jobs in the guest (`send`: warm, cold, or again after a hang, told to `notice`), then each
+        """The jobs in the guest (`send`: warm, cold, or again after a hang, told to `notice`; a cold guest's
+        files in `work_root`/guest/, a second one's in guest-again/), then each
         one's files moved into its output folder and its captures rendered as text here (tcpdump starts
         far faster on the host). A job the guest failed is that job's error."""
         from kpemu.capture.tcpdump import render_pcaps
         from kpemu.jobs.execute import prepare_out
 
         reqs = [("collect", {"job": replace(w.job, render=False, in_guest=True)}) for w in jobs]
-        how, answers = send(reqs, work_dir, progress, notice)
+        how, answers = send(reqs, work_root / GUEST_FOLDER, progress, notice)
         out: list[Gathered | KpemuError] = []
         for w, (work, res) in zip(jobs, answers, strict=True):
             if res.rc != 0:

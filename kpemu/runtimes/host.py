@@ -63,7 +63,7 @@ class HostRuntime:
         """This kernel's release."""
         return os.uname().release
 
-    def collect(self, jobs: Sequence[Work], work_dir: Path, progress: Progress = quiet,
+    def collect(self, jobs: Sequence[Work], work_root: Path, progress: Progress = quiet,
                 notice: Progress = quiet) -> list[Gathered | KpemuError]:
         """Each job on this kernel, one after the other (kpemu.jobs.execute.collect: deploy, serve, capture,
         send, snapshot, destroy, always); the first failure is raised."""

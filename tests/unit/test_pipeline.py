@@ -41,7 +41,7 @@ class Stand:
     def kernel_release(self) -> str:
         return "6.1.0-test"
 
-    def collect(self, jobs: Sequence[Work], work_dir: Path, progress: Progress = quiet,
+    def collect(self, jobs: Sequence[Work], work_root: Path, progress: Progress = quiet,
                 notice: Progress = quiet) -> list[Gathered | KpemuError]:
         out: list[Gathered | KpemuError] = []
         for w in jobs:
