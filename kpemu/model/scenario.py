@@ -166,7 +166,7 @@ FAULT_KINDS = "fault_kinds"
 
 
 class Fault(Strict):
-    """A classic misconfiguration applied to the deployed lab (plan/faults.py says what each one does)."""
+    """A classic misconfiguration applied to the deployed lab (what each kind does: its module in kpemu/faults/)."""
 
     kind: str  # one of the fault registry's names, checked when they are given (FAULT_KINDS)
     node: str | None = None  # the node it is applied on (every kind but stale-rules)

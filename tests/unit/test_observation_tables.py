@@ -1,6 +1,6 @@
 """Every registered proxy mode is observed: its trace kind and its walk kind have an entry in each
 table that traces, explains, walks and reads dumps (a new mode that forgets one fails here, naming
-the table)."""
+the table), and each kind of state it reads back is saved, compared, typed and expectable."""
 
 from __future__ import annotations
 
@@ -41,3 +41,16 @@ def test_each_dump_file_belongs_to_one_kind_of_dumps() -> None:
     owners = [f for d in DUMPS.values() for f in d.files]
     assert sorted(owners) == sorted(f.name for f in fields(DumpFiles))
     assert WITHOUT_TOPOLOGY in DUMPS
+
+
+def test_every_kind_a_mode_reads_back_is_saved_compared_typed_and_expectable() -> None:
+    from typing import get_args, get_type_hints
+
+    from kpemu.jobs.schema import Readback
+    from kpemu.jobs.verify import COMPARE
+    from kpemu.kernel.snapshot import RULE_KINDS
+    from kpemu.model.scenario import RulesExpect
+
+    saved = {k for m in MODES.values() for k in m.saved}
+    assert saved == set(RULE_KINDS) == set(COMPARE) == set(get_args(get_type_hints(Readback)["kind"]))
+    assert set(get_args(get_type_hints(RulesExpect)["kind"])) == {RULE_KINDS[k] for k in saved}
