@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, needs_root
+from tests.helpers import ROOT, needs_root
 
 pytestmark = [pytest.mark.long, needs_root]
 
