@@ -103,6 +103,14 @@ def test_a_control_plane_serves_the_topology_and_leaves_nothing_after_a_kill(tmp
         assert sorted(f"{s['metadata']['namespace']}/{s['metadata']['name']}" for s in services["items"]) == [
             "data/db", "default/kubernetes", "default/web"]
 
+        # while its parent lives, `kpemu destroy LAB` leaves the control plane alone and says who uses it
+        refused = subprocess.run([sys.executable, "-m", "kpemu.cli", "destroy", lab], env=env, cwd=ROOT,
+                                 capture_output=True, text=True, timeout=60)
+        assert (refused.returncode, refused.stderr) == (3, (
+            f"kpemu: lab {lab!r}'s control plane is in use by kpemu pid {parent.pid}: not removed\n"
+            f"  fix: wait for it to finish, or stop it (kill {parent.pid})\n"))
+        assert not any(_gone(pid) for pid in cp["pids"])
+
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
         deadline = time.monotonic() + 15
