@@ -8,23 +8,16 @@ Go's module and build caches are shared with the machine's kpemu cache, so this 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from kpemu.upstream import store
-from tests.conftest import ROOT
+from tests.helpers import kpemu
 
 pytestmark = pytest.mark.long
 RELEASE = "1.37.2"
-
-
-def kpemu(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kpemu.cli", *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=3600)
 
 
 def test_kube_proxy_is_built_into_a_fresh_cache_stamped_and_reused(tmp_path: Path) -> None:
@@ -32,9 +25,9 @@ def test_kube_proxy_is_built_into_a_fresh_cache_stamped_and_reused(tmp_path: Pat
     shared.mkdir(parents=True, exist_ok=True)
     (tmp_path / "upstream").mkdir()
     (tmp_path / "upstream" / "go").symlink_to(shared)
-    env = {**os.environ, "KPEMU_CACHE": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env = {"KPEMU_CACHE": str(tmp_path)}
 
-    res = kpemu("upstream", "build", RELEASE, "--no-control-plane", env=env)
+    res = kpemu("upstream", "build", RELEASE, "--no-control-plane", env=env, timeout=3600)
     assert res.returncode == 0, res.stderr + res.stdout
     binary = tmp_path / "upstream" / "bin" / f"v{RELEASE}" / "kube-proxy"
     assert f"v{RELEASE}: kube-proxy's wrapper module with" in res.stdout
@@ -50,6 +43,6 @@ def test_kube_proxy_is_built_into_a_fresh_cache_stamped_and_reused(tmp_path: Pat
     assert [(b["program"], b["release"], b["version"], b["path"], b["size"]) for b in status["built"]] == [
         ("kube-proxy", f"v{RELEASE}", f"Kubernetes v{RELEASE}", str(binary), binary.stat().st_size)]
 
-    again = kpemu("upstream", "build", RELEASE, "--no-control-plane", env=env)
+    again = kpemu("upstream", "build", RELEASE, "--no-control-plane", env=env, timeout=3600)
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[0].split()[:4] == ["kube-proxy", "Kubernetes", f"v{RELEASE}", "already"]
