@@ -4,6 +4,8 @@ Each process dies with the kpemu thread that started it (a parent-death SIGKILL)
 owner token in its environment (so `destroy --all` kills it if it ever outlives its owner), and is
 recorded in a pid file in the control plane's state directory as `pid:start` (so a reused pid is never
 taken for it): `destroy NAME` stops what its lab's pid files name, whoever started it.
+The parent-death signal follows the *thread* that started a process: start a control plane from a
+thread that lives as long as it should (the main thread), never from a short-lived worker.
 """
 
 from __future__ import annotations

@@ -122,6 +122,10 @@ def destroy(lab: str) -> Removal:
         raise EnvironmentProblem(f"lab {lab!r} is in use by {state.who()}: not removed",
                                  f"wait for it to finish, or stop it (kill {parse_token(state.owner)}: it removes "
                                  "its lab as it stops)")
+    user = in_use(scratch_dir(lab))
+    if user is not None and user != my_token():
+        raise EnvironmentProblem(f"lab {lab!r}'s control plane is in use by kpemu pid {parse_token(user)}: not removed",
+                                 f"wait for it to finish, or stop it (kill {parse_token(user)})")
     _remove_containers(lab)  # step 1 (container members): by label, so it needs no state file
     out = Removal(lab, state is not None)
     # what its scratch directory records (a --serve deploy's pod servers, its control plane), whoever

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, needs_root
+from tests.helpers import ROOT, kpemu, kpemu_env, needs_root
 
 pytestmark = [pytest.mark.long, needs_root]
 
@@ -69,7 +69,8 @@ def test_a_control_plane_serves_the_topology_and_leaves_nothing_after_a_kill(tmp
     from kpemu.controlplane.client import Client
 
     lab = f"cpt{os.getpid()}"
-    env = {**os.environ, "KPEMU_STATE_DIR": str(tmp_path / "labs"), "PYTHONPATH": str(ROOT)}
+    state = {"KPEMU_STATE_DIR": str(tmp_path / "labs")}
+    env = kpemu_env(state)
     parent = subprocess.Popen([sys.executable, "-c", PARENT, lab, json.dumps(TOPOLOGY)], env=env, cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -102,6 +103,13 @@ def test_a_control_plane_serves_the_topology_and_leaves_nothing_after_a_kill(tmp
         services = client.get("/api/v1/services")
         assert sorted(f"{s['metadata']['namespace']}/{s['metadata']['name']}" for s in services["items"]) == [
             "data/db", "default/kubernetes", "default/web"]
+
+        # while its parent lives, `kpemu destroy LAB` leaves the control plane alone and says who uses it
+        refused = kpemu("destroy", lab, env=state, timeout=60)
+        assert (refused.returncode, refused.stderr) == (3, (
+            f"kpemu: lab {lab!r}'s control plane is in use by kpemu pid {parent.pid}: not removed\n"
+            f"  fix: wait for it to finish, or stop it (kill {parent.pid})\n"))
+        assert not any(_gone(pid) for pid in cp["pids"])
 
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
