@@ -53,7 +53,30 @@ def _summary(o: Outcome) -> str:
         what = f"DNAT to {o.dnat} by {o.endpoint_chain}"
     else:
         what = "no DNAT"
-    return f"p={o.probability:g}  {what}  verdict {o.verdict}"
+    given = f"  if {len(o.assumed)} assumption{'s' if len(o.assumed) != 1 else ''} hold" if o.assumed else ""
+    return f"p={o.probability:g}  {what}  verdict {o.verdict}{given}"
+
+
+def undecided_lines(pred: Prediction) -> list[str]:
+    """What the walk could not decide, each fact once with the rule (and dump line) that needs it;
+    empty when every outcome is decided."""
+    facts = pred.undecided
+    if not facts:
+        return []
+    out = [f"outcome undecided: {len(facts)} fact{'s' if len(facts) != 1 else ''} kpemu was not given "
+           "decide which outcome happens (each outcome below says which way it takes them; its "
+           "probability holds given them):"]
+    for a in facts:
+        at = f" ({a.where})" if a.where else ""
+        out.append(f"  {a.fact}: needed by {a.rule}{at}; {a.why}")
+    return out
+
+
+def assumption_lines(o: Outcome) -> list[str]:
+    """An outcome's assumptions and inferences, one line each (indented for the outcome's block)."""
+    out = [f"  {'if' if a.holds else 'if not'}: {a.fact}  ({a.rule}{', ' + a.where if a.where else ''})"
+           for a in o.assumed]
+    return out + [f"  inferred: {why}" for why in o.inferred]
 
 
 def trace_header(node: str, source: str, local: frozenset[str], pred: Prediction, origin: str) -> list[str]:
@@ -63,7 +86,8 @@ def trace_header(node: str, source: str, local: frozenset[str], pred: Prediction
     return [f"packet {pkt.proto} {pkt.src}:{pkt.sport} -> {pkt.dst}:{pkt.dport} at node {node} "
             f"{_origin_words(origin)}",
             f"rules: {source}; node addresses {', '.join(sorted(local, key=_ipkey))}",
-            f"{n} outcome{'s' if n != 1 else ''}:", *(f"  {_summary(o)}" for o in pred.outcomes)]
+            f"{n} outcome{'s' if n != 1 else ''}:", *(f"  {_summary(o)}" for o in pred.outcomes),
+            *undecided_lines(pred)]
 
 
 def result_line(o: Outcome, marked: str) -> str:
@@ -89,6 +113,8 @@ def trace_document(node: str, source: str, local: frozenset[str], pred: Predicti
         "nodeAddresses": sorted(local, key=_ipkey),
         "packet": {"proto": pkt.proto, "src": pkt.src, "sport": pkt.sport, "dst": pkt.dst, "dport": pkt.dport,
                    "from": origin},
+        "decided": pred.decided,
+        "undecided": [{"fact": a.fact, "rule": a.rule, "where": a.where, "why": a.why} for a in pred.undecided],
         "endpoints": pred.endpoints,
         "endpointChains": pred.endpoint_chains,
         "outcomes": [
@@ -103,6 +129,8 @@ def trace_document(node: str, source: str, local: frozenset[str], pred: Predicti
                 "markedMasquerade": o.marked_masq,
                 "masquerade": o.masquerade,
                 "masqueradeChain": o.masquerade_chain,
+                "assumed": [{"fact": a.fact, "holds": a.holds} for a in o.assumed],
+                "inferred": list(o.inferred),
                 "path": path(o),
             }
             for o in pred.outcomes

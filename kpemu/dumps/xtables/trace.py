@@ -11,7 +11,7 @@ from kpemu.analyse.oracle import node_local_addresses
 from kpemu.analyse.oracle.iptables import predict
 from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.dumps.files import DumpFiles, read_text
-from kpemu.dumps.trace import result_line, trace_document, trace_header
+from kpemu.dumps.trace import assumption_lines, result_line, trace_document, trace_header
 from kpemu.dumps.xtables.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm
 from kpemu.errors import InputError
 from kpemu.proxy.modes import node_state
@@ -103,6 +103,7 @@ def render_trace(nr: NodeRules, pred: Prediction, origin: str) -> str:
     for i, o in enumerate(pred.outcomes, 1):
         out.append("")
         out.append(f"outcome {i}: probability {o.probability:g}")
+        out.extend(assumption_lines(o))
         dnat_done = sent = False
         for table, hook, steps in _hook_groups(o.steps):
             if o.ipvs and hook in _IPVS_SENDS and not sent:  # IPVS chose the real server in LOCAL_IN, before
