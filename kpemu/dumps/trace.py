@@ -83,8 +83,9 @@ def trace_header(node: str, source: str, local: frozenset[str], pred: Prediction
     """The first lines of a trace as text: the packet, the rules walked, one summary line per outcome."""
     pkt = pred.packet
     n = len(pred.outcomes)
+    ifaces = [f"{w} {v}" for w, v in (("in on", pkt.iif), ("out by", pkt.oif)) if v]
     return [f"packet {pkt.proto} {pkt.src}:{pkt.sport} -> {pkt.dst}:{pkt.dport} at node {node} "
-            f"{_origin_words(origin)}",
+            f"{_origin_words(origin)}" + (f" ({', '.join(ifaces)})" if ifaces else ""),
             f"rules: {source}; node addresses {', '.join(sorted(local, key=_ipkey))}",
             f"{n} outcome{'s' if n != 1 else ''}:", *(f"  {_summary(o)}" for o in pred.outcomes),
             *undecided_lines(pred)]
@@ -112,7 +113,7 @@ def trace_document(node: str, source: str, local: frozenset[str], pred: Predicti
         "rules": source,
         "nodeAddresses": sorted(local, key=_ipkey),
         "packet": {"proto": pkt.proto, "src": pkt.src, "sport": pkt.sport, "dst": pkt.dst, "dport": pkt.dport,
-                   "from": origin},
+                   "from": origin, "iif": pkt.iif, "oif": pkt.oif},
         "decided": pred.decided,
         "undecided": [{"fact": a.fact, "rule": a.rule, "where": a.where, "why": a.why} for a in pred.undecided],
         "endpoints": pred.endpoints,
@@ -139,9 +140,14 @@ def trace_document(node: str, source: str, local: frozenset[str], pred: Predicti
 
 
 def packet(local: frozenset[str], src: tuple[str, int | None], dst: tuple[str, int | None], proto: str,
-           pod_cidr: str | None, given_origin: str | None) -> tuple[Packet, str]:
+           pod_cidr: str | None, given_origin: str | None, iif: str | None = None,
+           oif: str | None = None) -> tuple[Packet, str]:
     """The packet to trace and where it comes from (outside | pod | node), on a node whose own addresses
-    are `local` (iptables and nft traces alike)."""
+    are `local` (iptables and nft traces alike), with the interfaces it arrives on and leaves by when
+    given (--iif, --oif). Whether it came through a bridge port is not known (physdev rules are undecided)."""
     origin = origin_of(src[0], local, pod_cidr, given_origin)
+    if iif is not None and _ORIGINS[origin] == "local":
+        raise InputError(f"--iif {iif}: a packet from the node itself arrives on no interface; drop --iif, or "
+                         "give --from outside|pod")
     return Packet(src=src[0], dst=dst[0], dport=dst[1] or 0, proto=proto, sport=src[1] or 40000,
-                  origin=_ORIGINS[origin]), origin
+                  origin=_ORIGINS[origin], bridged=None, iif=iif, oif=oif), origin

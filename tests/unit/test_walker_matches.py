@@ -119,3 +119,50 @@ def test_notrack_skips_nat_and_ctstate_untracked_matches() -> None:
                         nat="-A PREROUTING -p tcp --dport 80 -j DNAT --to-destination 10.0.0.5:80\n")
     pred = _walk(text, Packet("192.168.1.50", "192.168.1.10", 80))
     assert pred.verdicts == {"REJECT"} and pred.endpoints == {}
+
+
+FLANNEL_NAT = """\
+*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+-A POSTROUTING -o eth0 -j MASQUERADE
+-A POSTROUTING -s 10.244.0.0/16 -d 10.244.0.0/16 -j RETURN
+-A POSTROUTING -s 10.244.0.0/16 ! -d 224.0.0.0/4 -j MASQUERADE
+-A POSTROUTING ! -s 10.244.0.0/16 -d 10.244.1.0/24 -j RETURN
+-A POSTROUTING ! -s 10.244.0.0/16 -d 10.244.0.0/16 -j MASQUERADE
+COMMIT
+"""
+
+
+def test_flannels_rules_infer_flannel_1_for_other_nodes_pods_so_eth0_masquerade_is_not_taken() -> None:
+    from kpemu.analyse.oracle.routes import flannel_routes
+
+    rs = parse_iptables_save(FLANNEL_NAT, "dump")
+    routes = flannel_routes(rs)
+    assert [(r.net, r.iface) for r in routes] == [("10.244.1.0/24", "cni0"), ("10.244.0.0/16", "flannel.1")]
+    pred = predict(rs, Packet("10.244.1.5", "10.244.2.7", 80, iif="cni0"), NODE, "n", None, routes)
+    assert pred.decided and pred.masquerade is False
+    assert pred.outcomes[0].inferred == (
+        "leaves by flannel.1 to 10.244.2.7: inferred from line 8: -A POSTROUTING -s 10.244.0.0/16 ! -d 224.0.0.0/4 "
+        "-j MASQUERADE (flannel: other nodes' pods of 10.244.0.0/16, through its VXLAN device flannel.1; --oif for "
+        "another backend)",)
+    without = predict(rs, Packet("10.244.1.5", "10.244.2.7", 80, iif="cni0"), NODE, "n", None, ())
+    assert [a.fact for a in without.undecided] == ["-o eth0"]
+
+
+def test_trace_takes_iif_and_oif_and_refuses_a_name_no_interface_can_have(tmp_path) -> None:
+    from tests.unit.cli_run import kpemu
+
+    dump = tmp_path / "node.iptables-save"
+    dump.write_text(FLANNEL_NAT)
+    base = ("trace", "--iptables-save", str(dump), "--node", "n", "--node-ip", "192.168.1.10", "--src", "10.244.1.5")
+    res = kpemu(*base, "--dst", "8.8.8.8:53", "--iif", "cni0", "--oif", "eth0")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[0] == ("packet tcp 10.244.1.5:40000 -> 8.8.8.8:53 at node n from outside "
+                                          "(in on cni0, out by eth0)")
+    assert "masquerade by POSTROUTING; verdict ACCEPT" in res.stdout
+    bad = kpemu(*base, "--dst", "8.8.8.8:53", "--iif", "a/b")
+    assert bad.returncode == 2
+    assert "--iif 'a/b': expected an interface name of 1 to 15 characters" in bad.stderr

@@ -9,6 +9,7 @@ from typing import Any
 
 from kpemu.analyse.oracle import node_local_addresses
 from kpemu.analyse.oracle.iptables import predict
+from kpemu.analyse.oracle.routes import flannel_routes
 from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.dumps.files import DumpFiles, read_text
 from kpemu.dumps.trace import assumption_lines, result_line, trace_document, trace_header
@@ -36,7 +37,7 @@ def run_trace(nr: NodeRules, pkt: Packet) -> Prediction:
     """Every outcome of `pkt` on the node (the oracle's walk); a walk past the oracle's stated limits
     is an InputError naming the rules."""
     try:
-        return predict(nr.rules, pkt, nr.local, nr.node, nr.ipvs)
+        return predict(nr.rules, pkt, nr.local, nr.node, nr.ipvs, flannel_routes(nr.rules))
     except WalkLimit as e:
         raise InputError(f"kpemu trace: {nr.source}: {e}") from None
 
