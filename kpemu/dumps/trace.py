@@ -53,7 +53,8 @@ def _summary(o: Outcome) -> str:
         what = f"DNAT to {o.dnat} by {o.endpoint_chain}"
     else:
         what = "no DNAT"
-    given = f"  if {len(o.assumed)} assumption{'s' if len(o.assumed) != 1 else ''} hold" if o.assumed else ""
+    n = len(o.assumed)
+    given = f"  if {n} assumption{'s hold' if n != 1 else ' holds'}" if o.assumed else ""
     return f"p={o.probability:g}  {what}  verdict {o.verdict}{given}"
 
 
@@ -63,8 +64,9 @@ def undecided_lines(pred: Prediction) -> list[str]:
     facts = pred.undecided
     if not facts:
         return []
-    out = [f"outcome undecided: {len(facts)} fact{'s' if len(facts) != 1 else ''} kpemu was not given "
-           "decide which outcome happens (each outcome below says which way it takes them; its "
+    many = len(facts) != 1
+    out = [f"outcome undecided: {len(facts)} fact{'s' if many else ''} kpemu was not given "
+           f"decide{'' if many else 's'} which outcome happens (each outcome below says which way it takes them; its "
            "probability holds given them):"]
     for a in facts:
         at = f" ({a.where})" if a.where else ""
