@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 
-from tests.unit.cli_run import ROOT, kpemu
+from tests.helpers import ROOT, cli
 
 DUMPS = ROOT / "tests" / "data" / "real-dumps"
 
 
 def _trace(dump: str, *args: str):
-    return kpemu("trace", "--iptables-save", f"tests/data/real-dumps/{dump}", "--node", "n", *args)
+    return cli("trace", "--iptables-save", f"tests/data/real-dumps/{dump}", "--node", "n", *args)
 
 
 KUBEADM_139 = """\
@@ -109,7 +109,7 @@ outcome undecided: 1 fact kpemu was not given decides which outcome happens (eac
 def test_an_anonymised_address_is_refused_naming_the_line_not_a_traceback(tmp_path) -> None:
     dump = tmp_path / "anon.iptables-save"
     dump.write_text((DUMPS / "k8s-61944-centos.iptables-save").read_text().replace("10.244.0.14/32", "x.x.x.x/32"))
-    res = kpemu("trace", "--iptables-save", str(dump), "--node", "n", "--node-ip", "10.10.0.5", "--src", "1.2.3.4",
+    res = cli("trace", "--iptables-save", str(dump), "--node", "n", "--node-ip", "10.10.0.5", "--src", "1.2.3.4",
                 "--dst", "10.10.0.5:80")
     assert res.returncode == 2
     assert res.stderr == f"{dump}: line 6: POSTROUTING: -s: 'x.x.x.x/32' is not an IPv4 address or network (ADDR[/0-32])\n"

@@ -153,16 +153,16 @@ def test_flannels_rules_infer_flannel_1_for_other_nodes_pods_so_eth0_masquerade_
 
 
 def test_trace_takes_iif_and_oif_and_refuses_a_name_no_interface_can_have(tmp_path) -> None:
-    from tests.unit.cli_run import kpemu
+    from tests.helpers import cli
 
     dump = tmp_path / "node.iptables-save"
     dump.write_text(FLANNEL_NAT)
     base = ("trace", "--iptables-save", str(dump), "--node", "n", "--node-ip", "192.168.1.10", "--src", "10.244.1.5")
-    res = kpemu(*base, "--dst", "8.8.8.8:53", "--iif", "cni0", "--oif", "eth0")
+    res = cli(*base, "--dst", "8.8.8.8:53", "--iif", "cni0", "--oif", "eth0")
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[0] == ("packet tcp 10.244.1.5:40000 -> 8.8.8.8:53 at node n from outside "
                                           "(in on cni0, out by eth0)")
     assert "masquerade by POSTROUTING; verdict ACCEPT" in res.stdout
-    bad = kpemu(*base, "--dst", "8.8.8.8:53", "--iif", "a/b")
+    bad = cli(*base, "--dst", "8.8.8.8:53", "--iif", "a/b")
     assert bad.returncode == 2
     assert "--iif 'a/b': expected an interface name of 1 to 15 characters" in bad.stderr
