@@ -51,10 +51,19 @@ def cmd_trace(args: argparse.Namespace) -> int:
     files = _dump_files(args)
     dumps = dumps_for(files, topo)  # the kind of the dumps given, else the topology's
     walked = dumps.walked(topo, args.node, node_ips, files)
-    pkt, origin = packet(walked.local, src, dst, args.proto, pod_cidr, args.from_)
+    pkt, origin = packet(walked.local, src, dst, args.proto, pod_cidr, args.from_, _iface(args.iif, "--iif"),
+                         _iface(args.oif, "--oif"))
     pred = dumps.run(walked, pkt)
     return _print_trace(args, lambda: dumps.trace_json(walked, pred, origin),
                         lambda: dumps.render_trace(walked, pred, origin))
+
+
+def _iface(name: str | None, flag: str) -> str | None:
+    """An interface name as the kernel allows it (IFNAMSIZ: at most 15 bytes, no slash or space)."""
+    if name is not None and not (0 < len(name.encode()) <= 15 and not any(c in name for c in "/ :\t")):
+        raise InputError(f"{flag} {name[:40]!r}: expected an interface name of 1 to 15 characters without '/', "
+                         "':' or spaces, e.g. eth0, cni0, flannel.1")
+    return name
 
 
 def _print_trace(args: argparse.Namespace, as_json: Callable[[], dict], as_text: Callable[[], str]) -> int:
@@ -202,6 +211,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--src", required=True, metavar="IP[:PORT]")
     s.add_argument("--dst", required=True, metavar="IP:PORT")
     s.add_argument("--proto", default="tcp", choices=["tcp", "udp", "sctp"])
+    s.add_argument("--iif", metavar="IFACE", help="the interface the packet arrives on (decides -i / iifname; "
+                                                  "without it such rules are undecided, both ways shown)")
+    s.add_argument("--oif", metavar="IFACE", help="the interface the packet leaves by (decides -o / oifname; "
+                                                  "else inferred where the rules make it certain, e.g. flannel's)")
     s.add_argument("--from", dest="from_", choices=["outside", "pod", "node"],
                    help="where the packet comes from (default: from --src: the node's address, its podCIDR, "
                         "else outside)")

@@ -53,17 +53,44 @@ def _summary(o: Outcome) -> str:
         what = f"DNAT to {o.dnat} by {o.endpoint_chain}"
     else:
         what = "no DNAT"
-    return f"p={o.probability:g}  {what}  verdict {o.verdict}"
+    n = len(o.assumed)
+    given = f"  if {n} assumption{'s hold' if n != 1 else ' holds'}" if o.assumed else ""
+    return f"p={o.probability:g}  {what}  verdict {o.verdict}{given}"
+
+
+def undecided_lines(pred: Prediction) -> list[str]:
+    """What the walk could not decide, each fact once with the rule (and dump line) that needs it;
+    empty when every outcome is decided."""
+    facts = pred.undecided
+    if not facts:
+        return []
+    many = len(facts) != 1
+    out = [f"outcome undecided: {len(facts)} fact{'s' if many else ''} kpemu was not given "
+           f"decide{'' if many else 's'} which outcome happens (each outcome below says which way it takes them; its "
+           "probability holds given them):"]
+    for a in facts:
+        at = f" ({a.where})" if a.where else ""
+        out.append(f"  {a.fact}: needed by {a.rule}{at}; {a.why}")
+    return out
+
+
+def assumption_lines(o: Outcome) -> list[str]:
+    """An outcome's assumptions and inferences, one line each (indented for the outcome's block)."""
+    out = [f"  {'if' if a.holds else 'if not'}: {a.fact}  ({a.rule}{', ' + a.where if a.where else ''})"
+           for a in o.assumed]
+    return out + [f"  inferred: {why}" for why in o.inferred]
 
 
 def trace_header(node: str, source: str, local: frozenset[str], pred: Prediction, origin: str) -> list[str]:
     """The first lines of a trace as text: the packet, the rules walked, one summary line per outcome."""
     pkt = pred.packet
     n = len(pred.outcomes)
+    ifaces = [f"{w} {v}" for w, v in (("in on", pkt.iif), ("out by", pkt.oif)) if v]
     return [f"packet {pkt.proto} {pkt.src}:{pkt.sport} -> {pkt.dst}:{pkt.dport} at node {node} "
-            f"{_origin_words(origin)}",
+            f"{_origin_words(origin)}" + (f" ({', '.join(ifaces)})" if ifaces else ""),
             f"rules: {source}; node addresses {', '.join(sorted(local, key=_ipkey))}",
-            f"{n} outcome{'s' if n != 1 else ''}:", *(f"  {_summary(o)}" for o in pred.outcomes)]
+            f"{n} outcome{'s' if n != 1 else ''}:", *(f"  {_summary(o)}" for o in pred.outcomes),
+            *undecided_lines(pred)]
 
 
 def result_line(o: Outcome, marked: str) -> str:
@@ -88,7 +115,9 @@ def trace_document(node: str, source: str, local: frozenset[str], pred: Predicti
         "rules": source,
         "nodeAddresses": sorted(local, key=_ipkey),
         "packet": {"proto": pkt.proto, "src": pkt.src, "sport": pkt.sport, "dst": pkt.dst, "dport": pkt.dport,
-                   "from": origin},
+                   "from": origin, "iif": pkt.iif, "oif": pkt.oif},
+        "decided": pred.decided,
+        "undecided": [{"fact": a.fact, "rule": a.rule, "where": a.where, "why": a.why} for a in pred.undecided],
         "endpoints": pred.endpoints,
         "endpointChains": pred.endpoint_chains,
         "outcomes": [
@@ -103,6 +132,8 @@ def trace_document(node: str, source: str, local: frozenset[str], pred: Predicti
                 "markedMasquerade": o.marked_masq,
                 "masquerade": o.masquerade,
                 "masqueradeChain": o.masquerade_chain,
+                "assumed": [{"fact": a.fact, "holds": a.holds} for a in o.assumed],
+                "inferred": list(o.inferred),
                 "path": path(o),
             }
             for o in pred.outcomes
@@ -111,9 +142,14 @@ def trace_document(node: str, source: str, local: frozenset[str], pred: Predicti
 
 
 def packet(local: frozenset[str], src: tuple[str, int | None], dst: tuple[str, int | None], proto: str,
-           pod_cidr: str | None, given_origin: str | None) -> tuple[Packet, str]:
+           pod_cidr: str | None, given_origin: str | None, iif: str | None = None,
+           oif: str | None = None) -> tuple[Packet, str]:
     """The packet to trace and where it comes from (outside | pod | node), on a node whose own addresses
-    are `local` (iptables and nft traces alike)."""
+    are `local` (iptables and nft traces alike), with the interfaces it arrives on and leaves by when
+    given (--iif, --oif). Whether it came through a bridge port is not known (physdev rules are undecided)."""
     origin = origin_of(src[0], local, pod_cidr, given_origin)
+    if iif is not None and _ORIGINS[origin] == "local":
+        raise InputError(f"--iif {iif}: a packet from the node itself arrives on no interface; drop --iif, or "
+                         "give --from outside|pod")
     return Packet(src=src[0], dst=dst[0], dport=dst[1] or 0, proto=proto, sport=src[1] or 40000,
-                  origin=_ORIGINS[origin]), origin
+                  origin=_ORIGINS[origin], bridged=None, iif=iif, oif=oif), origin

@@ -152,6 +152,7 @@ class Rule:
     chain: str
     args: tuple[str, ...]
     owner: str = "kube-proxy"  # "kubelet" for the rules kubelet installs
+    line: int = field(default=0, compare=False)  # its line in the dump it was read from (0: generated)
 
     @cached_property
     def parsed(self) -> ParsedRule:
@@ -197,6 +198,7 @@ class Chain:
     name: str
     rules: list[Rule] = field(default_factory=list)
     builtin: bool = False
+    policy: str = "ACCEPT"  # a built-in chain's policy (a dump's `:FORWARD DROP`)
 
 
 @dataclass

@@ -256,15 +256,25 @@ def test_nft_goes_with_nftables_mode_and_alone() -> None:
     assert res.returncode == 2 and "a dump without a topology needs the node's addresses: --node-ip IP" in res.stderr
 
 
-def test_a_rule_the_oracle_does_not_read_is_an_input_error(tmp_path: Path) -> None:
+def test_a_counter_is_walked_past_and_an_expression_the_walker_does_not_model_is_undecided(tmp_path: Path) -> None:
     edited = tmp_path / "counter.nft"
     edited.write_text((DATA / "node1.nft").read_text().replace("\t\tjump services\n",
                                                                "\t\tcounter packets 0 bytes 0 jump services\n"))
-    res = cli("trace", "--nft", str(edited), "--node", "node1", "--node-ip", "192.168.1.100", "--src", "1.1.1.1",
-                "--dst", "192.168.1.100:30080")
-    assert (res.returncode, res.stdout) == (2, "")
-    assert res.stderr.endswith("the walk met a rule kpemu's oracle does not read (it took 'packets 0 bytes 0 jump "
-                               "services' for a verdict); it reads the rules kube-proxy writes\n"), res.stderr
+    args = ("--node", "node1", "--node-ip", "192.168.1.100", "--src", "1.1.1.1", "--dst", "192.168.1.100:30080",
+            "-o", "json")
+    plain = json.loads(cli("trace", "--nft", str(DATA / "node1.nft"), *args).stdout)
+    counted = json.loads(cli("trace", "--nft", str(edited), *args).stdout)
+    assert counted["decided"] is True and counted["endpoints"] == plain["endpoints"]
+    skuid = tmp_path / "skuid.nft"
+    skuid.write_text((DATA / "node1.nft").read_text().replace("\t\tjump services\n", "\t\tmeta skuid 0 jump services\n"))
+    res = cli("trace", "--nft", str(skuid), *args)
+    doc = json.loads(res.stdout)
+    assert doc["decided"] is False
+    assert [(u["fact"], u["why"]) for u in doc["undecided"]] == [
+        ("meta skuid 0", "kpemu's nft walker does not model 'meta' expressions")]
+    assert {o["verdict"] for o in doc["outcomes"]} == {"ACCEPT"}
+    assert set(doc["endpoints"]) > set() and {tuple((a["fact"], a["holds"]) for a in o["assumed"])
+                                              for o in doc["outcomes"]} >= {(("meta skuid 0", False),)}
     drift = cli("check-node", TOPO, "--node", "node1", "--nft", str(edited), "-o", "json")
     assert drift.returncode == 1
     assert json.loads(drift.stdout)["groups"][0]["changed"] == [
@@ -287,3 +297,19 @@ def test_live_affinity_elements_are_not_drift_and_steer_the_trace() -> None:
     outside = json.loads(cli("trace", TOPO, *dump, "--src", "10.242.72.200", *args).stdout)
     assert [(o["verdict"], o["path"][-1]["rule"]) for o in outside["outcomes"]] == [
         ("DROP", "ip saddr != { 10.242.72.0/25, 203.0.113.0/24 } drop")]
+
+
+def test_iifname_and_ct_state_established_are_decided_or_undecided_never_assumed(tmp_path: Path) -> None:
+    edited = tmp_path / "iif.nft"
+    edited.write_text((DATA / "node1.nft").read_text().replace(
+        "\t\tjump services\n", '\t\tct state established,related accept\n\t\tiifname "eth9" drop\n\t\tjump services\n'))
+    args = ("--nft", str(edited), "--node", "node1", "--node-ip", "192.168.1.100", "--src", "1.1.1.1",
+            "--dst", "192.168.1.100:30080")
+    unknown = cli("trace", *args)
+    assert unknown.returncode == 0, unknown.stderr
+    assert '  iifname "eth9": needed by add rule ip kube-proxy nat-prerouting iifname "eth9" drop; kpemu was not ' \
+           "told the interface the packet arrives on (give --iif IFACE)\n" in unknown.stdout
+    on_eth9 = json.loads(cli("trace", *args, "--iif", "eth9", "-o", "json").stdout)
+    assert on_eth9["decided"] and [o["verdict"] for o in on_eth9["outcomes"]] == ["DROP"]
+    on_eth0 = json.loads(cli("trace", *args, "--iif", "eth0", "-o", "json").stdout)
+    assert on_eth0["decided"] and {o["verdict"] for o in on_eth0["outcomes"]} == {"ACCEPT"}

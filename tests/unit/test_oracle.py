@@ -196,7 +196,7 @@ def test_legacy_xlb_local_endpoint_and_mark_drop_without() -> None:
     o = none.outcomes[0]
     assert "KUBE-MARK-DROP" in nat_chain_walk(o)  # 9.2: "has no local endpoints" -j KUBE-MARK-DROP
     assert o.steps[-1].chain == "KUBE-FIREWALL"  # kubelet's mark-drop rule in filter INPUT
-    assert o.hooks == ("PREROUTING",)
+    assert o.hooks == ("PREROUTING", "INPUT")  # dropped in filter INPUT
 
 
 def test_ipvs_nodeport_seed000_marks_masq_and_ipvs_picks_the_real_server() -> None:

@@ -120,7 +120,10 @@ def _packet_for_model(p: TracedPacket) -> Packet | None:
         return None
     origin = "local" if p.visits and p.visits[0].hook == "OUTPUT" else "remote"
     sport = h.get("sport") if isinstance(h.get("sport"), int) else 40000
-    return Packet(h["src"], h["dst"], h["dport"], p.proto, sport, origin)
+    iif = h.get("iif") or None if origin == "remote" else None
+    oif = next((v.header["oif"] for v in reversed(p.visits) if v.header.get("oif")), None)
+    # the lab's real interfaces, as the kernel's trace names them (the route the kernel took after its DNAT)
+    return Packet(h["src"], h["dst"], h["dport"], p.proto, sport, origin, iif=iif, oif=oif)
 
 
 def _until_ipvs_send(pred: Prediction) -> Prediction:

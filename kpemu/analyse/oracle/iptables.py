@@ -22,120 +22,35 @@ from dataclasses import replace
 
 from kpemu.analyse.oracle.types import (
     MAX_OUTCOMES,
+    Assumption,
     Packet,
     Prediction,
+    Route,
     Step,
     WalkLimit,
     WalkState,
-    in_network,
     is_local,
     outcome,
     start,
 )
+from kpemu.analyse.oracle.xtmatch import Context, Unknown, evaluate, out_interface
 from kpemu.proxy.rules import BUILTIN_CHAINS, Rule, RuleSet
 from kpemu.proxy.state import IpvsModel
 
 _TERMINAL = {"ACCEPT", "DROP", "REJECT", "DNAT", "SNAT", "MASQUERADE", "REDIRECT"}
+# targets that change nothing the walk looks at, and let the packet go on to the next rule
+_CONTINUE = frozenset(("TRACE", "LOG", "NFLOG", "ULOG", "TCPMSS", "TCPOPTSTRIP", "CHECKSUM", "CLASSIFY", "DSCP",
+                       "TOS", "TTL", "HL", "ECN", "SECMARK", "CONNSECMARK", "AUDIT", "LED", "IDLETIMER", "RATEEST",
+                       "TEE", "SET"))
+# targets whose verdict is another program's or depends on what the walk is not given: accept or drop
+_UNDECIDED_VERDICT = {"QUEUE": "a userspace program decides the verdict", "NFQUEUE": "a userspace program "
+                      "decides the verdict", "TPROXY": "it depends on a local socket for the packet",
+                      "SYNPROXY": "SYNPROXY answers the SYN itself", "NETMAP": "kpemu does not model NETMAP",
+                      "CLUSTERIP": "kpemu does not model CLUSTERIP", "HMARK": "the mark is a hash of the packet"}
 MAX_DEPTH = 32  # nested jumps the walker follows (the kernel's own check is for loops: ELOOP)
 
 
-# -- matching --------------------------------------------------------------------------------------
-def _port_in(value: str, port: int) -> bool:
-    """`PORT` or `LO:HI` (iptables' port range) holds `port`."""
-    lo, sep, hi = value.partition(":")
-    return (int(lo or 0) <= port <= int(hi or 65535)) if sep else port == int(value)
-
-
-def _mark_match(value: str, mark: int) -> bool:
-    v, _, m = value.partition("/")
-    mask = int(m, 0) if m else 0xFFFFFFFF
-    return (mark & mask) == int(v, 0)
-
-
-def _set_key_match(set_type: str, members: Iterable[str], flags: str, st: WalkState) -> bool:
-    parts = []
-    for f in flags.split(","):
-        parts.append(st.src if f == "src" else st.dst)
-    proto = st.pkt.proto
-    kinds = set_type.split(":", 1)[1].split(",")
-    if set_type.startswith("bitmap:port"):
-        return str(st.dport) in set(members)
-    for m in members:
-        fields = m.split(",")
-        if len(fields) != len(kinds):
-            continue
-        ok = True
-        for i, (kind, want) in enumerate(zip(kinds, fields, strict=True)):
-            have = parts[i] if i < len(parts) else None
-            if kind == "ip":
-                ok = have == want
-            elif kind == "port":
-                # the port of an ip,port set follows the ip's direction; kube-proxy only uses dst
-                p = st.dport if flags.split(",")[min(i, len(flags.split(",")) - 1)] == "dst" else st.pkt.sport
-                ok = want == f"{proto}:{p}"
-            elif kind == "net":
-                ok = have is not None and in_network(have, want)
-            if not ok:
-                break
-        if ok:
-            return True
-    return False
-
-
-def _match(rule: Rule, st: WalkState, local: set[str], ipvs: IpvsModel | None) -> float:
-    """Probability that `rule` matches the packet in state `st` (0, 1, or a statistic's p)."""
-    p = rule.parsed
-    for o in p.base:
-        v = o.values[0] if o.values else ""
-        if o.name == "-s":
-            ok = in_network(st.src, v)
-        elif o.name == "-d":
-            ok = in_network(st.dst, v)
-        elif o.name == "-p":
-            ok = v == st.pkt.proto
-        else:  # -i/-o: kube-proxy's rules do not use them; assume they match
-            ok = True
-        if ok == o.negated:
-            return 0.0
-    prob = 1.0
-    states = {"NEW"} | ({"DNAT"} if st.dnat else set())
-    for m in p.matches:
-        for o in m.options:
-            v = o.values[0] if o.values else ""
-            ok = True
-            if m.module in ("tcp", "udp", "sctp") or m.implicit:
-                if o.name == "--dport":
-                    ok = _port_in(v, st.dport)
-                elif o.name == "--sport":
-                    ok = _port_in(v, st.pkt.sport)
-            elif m.module == "addrtype":
-                addr = st.src if o.name == "--src-type" else st.dst
-                ok = is_local(addr, local) if v == "LOCAL" else not is_local(addr, local)
-            elif m.module == "mark" and o.name == "--mark":
-                ok = _mark_match(v, st.mark)
-            elif m.module == "conntrack" and o.name == "--ctstate":
-                ok = bool(states & set(v.split(",")))
-            elif m.module == "statistic" and o.name == "--probability":
-                prob *= float(v)
-                continue
-            elif m.module == "recent" and o.name in ("--rcheck", "--update"):
-                ok = False  # a first connection: no affinity entry yet
-            elif m.module == "physdev" and o.name == "--physdev-is-in":
-                ok = st.pkt.bridged
-            elif m.module == "set" and o.name == "--match-set":
-                name, flags = o.values[0], o.values[1] if len(o.values) > 1 else "dst"
-                if ipvs is None or name not in ipvs.sets:
-                    ok = False
-                else:
-                    stype, members = ipvs.sets[name]
-                    ok = _set_key_match(stype, members, flags, st)
-            elif m.module == "ipvs":
-                ok = False
-            if ok == o.negated:
-                return 0.0
-    return prob
-
-
+# -- matching: kpemu.analyse.oracle.xtmatch -------------------------------------------------------
 def _apply_mark(rule: Rule, mark: int) -> int:
     for o in rule.parsed.target_options:
         v = o.values[0] if o.values else "0"
@@ -154,8 +69,9 @@ def _apply_mark(rule: Rule, mark: int) -> int:
 
 # -- walking ---------------------------------------------------------------------------------------
 class _Walker:
-    def __init__(self, rs: RuleSet, local: set[str], ipvs: IpvsModel | None):
-        self.rs, self.local, self.ipvs = rs, local, ipvs
+    def __init__(self, rs: RuleSet, ctx: Context):
+        self.rs, self.ctx = rs, ctx
+        self.local, self.ipvs = set(ctx.local), ctx.ipvs
 
     def chain(self, table: str, chain: str, st: WalkState, prob: float,
               depth: int = 0) -> list[tuple[float, WalkState, str]]:
@@ -165,10 +81,20 @@ class _Walker:
         rules = self.rs.rules(table, chain)
         return self._from(table, chain, rules, 0, st, prob, depth)
 
+    def _inferred(self, rule: Rule, st: WalkState) -> WalkState:
+        """The state with what the walk inferred to decide `rule`'s -o (once per path)."""
+        if not any(o.name == "-o" for o in rule.parsed.base):
+            return st
+        _, why = out_interface(st, self.ctx)
+        if why is None or why in st.inferred:
+            return st
+        return replace(st, inferred=(*st.inferred, why))
+
     def _from(self, table: str, chain: str, rules: list[Rule], i: int, st: WalkState, prob: float,
               depth: int) -> list[tuple[float, WalkState, str]]:
-        """The chain's rules from `i` on, iteratively (a statistic rule splits the walk without
-        recursion); the results come in depth-first order, the branch that did not match first."""
+        """The chain's rules from `i` on, iteratively (a statistic rule, or one the walk cannot decide,
+        splits the walk without recursion); the results come in depth-first order, the branch that did
+        not match first."""
         out: list[tuple[float, WalkState, str]] = []
         tasks: list[tuple[int, WalkState, float] | list[tuple[float, WalkState, str]]] = [(i, st, prob)]
         while tasks:
@@ -177,16 +103,31 @@ class _Walker:
                 out += task
                 continue
             i, st, prob = task
-            while i < len(rules) and (p := _match(rules[i], st, self.local, self.ipvs)) <= 0.0:
+            p: float | Unknown = 0.0
+            while i < len(rules):
+                st = self._inferred(rules[i], st)
+                p = evaluate(rules[i], st, self.ctx)
+                if isinstance(p, Unknown) or p > 0.0:
+                    break
                 i += 1
             if i == len(rules):
                 out.append((prob, st, "RETURN"))
+                continue
+            if isinstance(p, Unknown):  # both ways, each remembered for the rest of this path
+                rule = rules[i]
+                where = f"line {rule.line}" if rule.line else ""
+                yes, no = (replace(st, assumed=(*st.assumed, Assumption(p.fact, h, rule.restore_line(), where,
+                                                                           p.why))) for h in (True, False))
+                tasks += [(i, no, prob), (i, yes, prob)]
+                if len(out) + len(tasks) > MAX_OUTCOMES:
+                    raise WalkLimit(f"chain {table}/{chain}: the packet has more than {MAX_OUTCOMES:,} paths; "
+                                    "kpemu's oracle follows at most that many")
                 continue
             after: list = []  # run in this order: the no-match branch, the verdicts, the continuations
             if p < 1.0:
                 after.append((i + 1, st, prob * (1 - p)))
                 prob *= p
-            results = self._target(table, chain, rules[i], st, prob, depth)
+            results = self._target(table, chain, rules[i], _effects(rules[i], st), prob, depth)
             after.append([(pr, s, v) for pr, s, v in results if v not in ("CONTINUE", "RETURN-FROM-CALLEE")])
             cont = [(i + 1, s, pr) for pr, s, v in results if v in ("CONTINUE", "RETURN-FROM-CALLEE")]
             after += cont[1:] + cont[:1]
@@ -200,10 +141,15 @@ class _Walker:
                 depth: int) -> list[tuple[float, WalkState, str]]:
         t = rule.target
         step = lambda verdict: (*st.steps, Step(table, chain, rule, verdict))  # noqa: E731
-        if t is None or t in ("TRACE", "LOG", "NFLOG"):
+        if t is None or t in _CONTINUE:
             return [(prob, replace(st, steps=step("CONTINUE")), "CONTINUE")]
         if t == "MARK":
             return [(prob, replace(st, steps=step("MARK"), mark=_apply_mark(rule, st.mark)), "CONTINUE")]
+        if t == "CONNMARK":
+            return [(prob, _connmark(rule, replace(st, steps=step("CONNMARK"))), "CONTINUE")]
+        if t in ("NOTRACK", "CT"):
+            notrack = t == "NOTRACK" or any(o.name == "--notrack" for o in rule.parsed.target_options)
+            return [(prob, replace(st, steps=step(t), untracked=st.untracked or notrack), "CONTINUE")]
         if t == "RETURN":
             return [(prob, replace(st, steps=step("RETURN")), "RETURN")]
         if t == "DNAT":
@@ -215,6 +161,14 @@ class _Walker:
             return [(prob, s, "ACCEPT")]
         if t in ("MASQUERADE", "SNAT"):
             return [(prob, replace(st, steps=step(t), masq=True, masq_chain=chain), "ACCEPT")]
+        if t in _UNDECIDED_VERDICT:
+            where = f"line {rule.line}" if rule.line else ""
+            fact = f"-j {t} lets the packet on"
+            known = st.fact(fact)
+            ends = [known] if known is not None else [True, False]
+            return [(prob, replace(st, steps=step(t), assumed=(*st.assumed, Assumption(
+                fact, h, rule.restore_line(), where, _UNDECIDED_VERDICT[t]))), "ACCEPT" if h else "DROP")
+                for h in ends]
         if t in _TERMINAL:
             return [(prob, replace(st, steps=step(t)), t)]
         # a user chain
@@ -226,18 +180,50 @@ class _Walker:
 
     def builtin(self, table: str, chain: str,
                 states: list[tuple[float, WalkState]]) -> list[tuple[float, WalkState, str]]:
-        """Walk a built-in chain for each state; a fall-through takes the policy (ACCEPT)."""
+        """Walk a built-in chain for each state; a fall-through takes the chain's policy."""
         out = []
         for prob, st in states:
+            st = replace(st, hook=chain)
             if table not in self.rs.tables or chain not in self.rs.tables[table].chains:
                 out.append((prob, st, "ACCEPT"))
                 continue
+            if table == "nat" and st.untracked:  # no conntrack entry: the nat table never sees the packet
+                out.append((prob, st, "ACCEPT"))
+                continue
+            policy = self.rs.tables[table].chains[chain].policy
             for pr, s, v in self.chain(table, chain, st, prob):
                 if v == "RETURN":
-                    s = replace(s, steps=(*s.steps, Step(table, chain, None, "POLICY")))
-                    v = "ACCEPT"
+                    s = replace(s, steps=(*s.steps, Step(table, chain, None, f"POLICY:{policy}")))
+                    v = policy
                 out.append((pr, s, v))
         return out
+
+
+def _effects(rule: Rule, st: WalkState) -> WalkState:
+    """What a matched rule's matches do besides matching: `-m recent --set` adds the address."""
+    m = rule.parsed.match("recent")
+    if m is None or m.get("--set") is None:
+        return st
+    name_opt = m.get("--name")
+    name = name_opt.values[0] if name_opt and name_opt.values else "DEFAULT"
+    addr = st.dst if m.get("--rdest") else st.src
+    return replace(st, recent=st.recent | {(name, addr)})
+
+
+def _connmark(rule: Rule, st: WalkState) -> WalkState:
+    """CONNMARK: --set-xmark/--set-mark on the connection's mark, --save-mark / --restore-mark between the two."""
+    for o in rule.parsed.target_options:
+        v = o.values[0] if o.values else "0"
+        val, _, m = v.partition("/")
+        mask = int(m, 0) if m else 0xFFFFFFFF
+        if o.name in ("--set-xmark", "--set-mark"):
+            ct = (st.ctmark & ~mask) ^ int(val, 0) if o.name == "--set-xmark" else (st.ctmark & ~mask) | int(val, 0)
+            st = replace(st, ctmark=ct & 0xFFFFFFFF)
+        elif o.name == "--save-mark":
+            st = replace(st, ctmark=st.mark)
+        elif o.name == "--restore-mark":
+            st = replace(st, mark=st.ctmark)
+    return st
 
 
 def _hook(w: _Walker, hook: str, tables: tuple[str, ...], states: list[tuple[float, WalkState]],
@@ -248,7 +234,7 @@ def _hook(w: _Walker, hook: str, tables: tuple[str, ...], states: list[tuple[flo
         res = w.builtin(table, hook, states)
         states = []
         for pr, s, v in res:
-            if v in ("DROP", "REJECT"):
+            if v in ("DROP", "REJECT", "UNDECIDED"):
                 done.append((pr, s, v, hooks.get(id(s), ())))
             else:
                 states.append((pr, s))
@@ -256,10 +242,11 @@ def _hook(w: _Walker, hook: str, tables: tuple[str, ...], states: list[tuple[flo
 
 
 def predict(rs: RuleSet, pkt: Packet, local: Iterable[str], node: str = "",
-            ipvs: IpvsModel | None = None) -> Prediction:
-    """All outcomes of `pkt` on a node with rule set `rs` whose own addresses are `local`."""
+            ipvs: IpvsModel | None = None, routes: tuple[Route, ...] = ()) -> Prediction:
+    """All outcomes of `pkt` on a node with rule set `rs` whose own addresses are `local`; `routes`
+    say where destinations leave the node (for `-o`, when the packet's own `oif` is not given)."""
     local_set = set(local)
-    w = _Walker(rs, local_set, ipvs)
+    w = _Walker(rs, Context(frozenset(local_set), ipvs, routes))
     st = start(pkt)
     done: list[tuple[float, WalkState, str, tuple[str, ...]]] = []
     pre = "OUTPUT" if pkt.origin == "local" else "PREROUTING"
@@ -292,10 +279,19 @@ def predict(rs: RuleSet, pkt: Packet, local: Iterable[str], node: str = "",
                 finals.append((pr2, y, hooks if pkt.origin != "local" else ("OUTPUT", "POSTROUTING")))
     pred = Prediction(pkt, node)
     for prob, s, v, _ in done:
-        pred.outcomes.append(outcome(prob, s, v, ("PREROUTING",)))
+        pred.outcomes.append(outcome(prob, s, v, _hooks_to(s, pkt.origin)))
     for prob, s, hooks in finals:
         pred.outcomes.append(outcome(prob, s, "ACCEPT", hooks))
     return pred
+
+
+def _hooks_to(s: WalkState, origin: str) -> tuple[str, ...]:
+    """The hooks a packet that ended at `s.hook` went through."""
+    if origin == "local":
+        return ("OUTPUT",) if s.hook == "OUTPUT" else ("OUTPUT", "POSTROUTING")
+    path = {"PREROUTING": ("PREROUTING",), "INPUT": ("PREROUTING", "INPUT"), "FORWARD": ("PREROUTING", "FORWARD"),
+            "OUTPUT": ("PREROUTING", "INPUT", "OUTPUT")}
+    return path.get(s.hook, ("PREROUTING",))
 
 
 def _ipvs(path: list[tuple[float, WalkState]], ipvs: IpvsModel | None) -> list[tuple[float, WalkState]]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from kpemu.analyse.oracle.types import (
     MAX_OUTCOMES,
+    Assumption,
     Packet,
     Prediction,
     Step,
@@ -35,9 +36,21 @@ from kpemu.analyse.oracle.types import (
     outcome,
     start,
 )
+from kpemu.analyse.oracle.xtmatch import Unknown
 from kpemu.proxy.nftables.tx import Chain, Table
 
 TABLE = "kube-proxy"
+# what may follow a rule's matches: a statement or verdict the walker acts on
+_ACTION = re.compile(r"(accept|drop|reject|return|continue|jump |goto |numgen |mark set |meta mark set |"
+                     r"meta l4proto \S+ dnat |dnat |masquerade|update @|ip daddr \. meta l4proto \. th dport vmap |"
+                     r"meta l4proto \. th dport vmap )")
+_VERDICT_TAIL = re.compile(r"(?:^|\s)((?:accept|drop|return|continue|reject(?: with .*)?|(?:jump|goto) \S+))$")
+
+
+def _trailing_verdict(rest: str) -> str:
+    """The verdict a rule's text ends with ("" when it has none: the rule continues)."""
+    m = _VERDICT_TAIL.search(rest)
+    return m[1] if m else ""
 MAX_DEPTH = 16  # nested jumps, as the kernel's NFT_JUMP_STACK_SIZE (nft -f refuses deeper ones: EMLINK)
 _HOOK_ORDER = {"remote-local": ("prerouting", "input"), "remote-forward": ("prerouting", "forward", "postrouting"),
                "local": ("output", "postrouting")}
@@ -81,7 +94,7 @@ class _Walker:
         """Consume the match part of a rule; (matched, the rest: the statement/verdict part)."""
         rest = text
         while rest:
-            m = re.match(r"ct state new\s*", rest)
+            m = re.match(r"ct state new(?![,\w])\s*", rest)
             if m:
                 rest = rest[m.end():]
                 continue
@@ -156,8 +169,61 @@ class _Walker:
                     return False, ""
                 rest = rest[m.end():]
                 continue
-            return True, rest
+            m = re.match(r"counter(?: packets \d+ bytes \d+)?\s*", rest)
+            if m and m.end():
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"(iifname|oifname) (!= )?(\{ [^}]* \}|\S+)\s*", rest)
+            if m:
+                got = self._ifname(m[1], bool(m[2]), m[3], st)
+                if got is not True:
+                    return got, rest[m.end():]
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"ct state (!= )?(\{ [^}]* \}|[a-z,]+)\s*", rest)
+            if m:
+                states = {w for w in re.split(r"[\s,{}]+", m[2]) if w}
+                if bool(states & self._ct_states(st)) == bool(m[1]):
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"(?:meta l4proto|ip protocol) (!= )?(\{ [^}]* \}|\S+)\s*", rest)
+            if m and not re.match(r"(?:dnat|\.)", rest[m.end():]):
+                protos = {w for w in re.split(r"[\s,{}]+", m[2]) if w}
+                if (st.pkt.proto in protos) == bool(m[1]):
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            if _ACTION.match(rest):
+                return True, rest
+            return self._unknown(rest), _trailing_verdict(rest)
         return True, ""
+
+    def _ct_states(self, st: WalkState) -> set[str]:
+        """The first packet's conntrack states, as nft names them."""
+        return {"new"}
+
+    def _ifname(self, which: str, negated: bool, value: str, st: WalkState) -> bool | Unknown:
+        """`iifname`/`oifname` against the interface given (True: matches, False: not), else Unknown."""
+        names = [w.strip('"') for w in re.split(r"[\s,{}]+", value) if w]
+        if which == "iifname":
+            have = "" if st.pkt.origin == "local" else st.pkt.iif
+        else:
+            have = "" if st.hook in ("prerouting", "input") else st.pkt.oif
+        fact = f"{which} {'!= ' if negated else ''}{value}"
+        if have is None:
+            known = st.fact(fact)
+            if known is None:
+                why = ("kpemu was not told the interface the packet arrives on (give --iif IFACE)" if which == "iifname"
+                       else "kpemu was not told the interface the packet leaves by (give --oif IFACE)")
+                return Unknown(fact, why)
+            return known
+        hit = any(have.startswith(n[:-1]) if n.endswith("*") else have == n for n in names)
+        return hit != negated
+
+    def _unknown(self, rest: str) -> Unknown:
+        expr = rest[:len(rest) - len(_trailing_verdict(rest))].strip()
+        return Unknown(expr, f"kpemu's nft walker does not model {expr.split()[0]!r} expressions")
 
     # -- walking ---------------------------------------------------------------------------------
     def chain(self, name: str, st: WalkState, prob: float, depth: int = 0) -> list[tuple[float, WalkState, str]]:
@@ -184,6 +250,21 @@ class _Walker:
                 out.append((prob, st, "return"))
                 continue
             rule = c.rules[i]
+            if isinstance(got[0], Unknown):  # both ways, each remembered for the rest of this path
+                u = got[0]
+                line = f'add rule ip {TABLE} {c.name} {rule.text}'
+                yes, no = (replace(st, assumed=(*st.assumed, Assumption(u.fact, h, line, "", u.why)))
+                           for h in (True, False))
+                known = st.fact(u.fact)
+                if known is None:
+                    tasks += [(i + 1, no, prob)]
+                    if len(out) + len(tasks) > MAX_OUTCOMES:
+                        raise WalkLimit(f"chain {c.name}: the packet has more than {MAX_OUTCOMES:,} paths")
+                    st = yes
+                elif not known:
+                    tasks.append((i + 1, st, prob))
+                    continue
+                got = (True, got[1])
             results = self._action(c, rule.text, rule.comment, got[1], st, prob, depth)
             if len(out) + len(tasks) + len(results) > MAX_OUTCOMES:
                 raise WalkLimit(f"chain {c.name}: the packet has more than {MAX_OUTCOMES:,} paths; kpemu's oracle "
@@ -267,7 +348,7 @@ class _Walker:
         for base in bases:
             nxt = []
             for prob, st in states:
-                for pr, s, end in self.chain(base.name, st, prob):
+                for pr, s, end in self.chain(base.name, replace(st, hook=hook), prob):
                     if end in ("drop", "reject"):
                         done.append((pr, s, end.upper()))
                     else:

@@ -9,7 +9,7 @@ an `Outcome` with `outcome`.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,7 +34,37 @@ class Packet:
     sport: int = 40000
     origin: str = "remote"  # remote: arrives on an interface (PREROUTING); local: a node process (OUTPUT)
     mark: int = 0
-    bridged: bool = False  # seen through br_netfilter (physdev --physdev-is-in true)
+    bridged: bool | None = False  # seen through br_netfilter (physdev --physdev-is-in true); None: not known
+    iif: str | None = None  # the interface it arrives on (remote origin); None: not known
+    oif: str | None = None  # the interface it leaves by, as given (else the routes walked with, else not known)
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """A fact the walk could not decide from what it was given, taken one way on this path (`holds`):
+    `fact` says what (e.g. "the packet leaves by docker0", "-m limit --limit 5/min matches"), `rule`
+    the rule where the walk first needed it, `where` its place in the dump ("line 12", or ""), `why`
+    what would decide it."""
+
+    fact: str
+    holds: bool
+    rule: str
+    where: str
+    why: str
+
+    def describe(self) -> str:
+        at = f" ({self.where})" if self.where else ""
+        return f"{'assumed' if self.holds else 'assumed not'}: {self.fact}, at {self.rule}{at}: {self.why}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a destination leaves the node: `net` (CIDR) by `iface`, and `why` kpemu knows it (the rule or
+    the option it was inferred from)."""
+
+    net: str
+    iface: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -44,7 +74,8 @@ class Step:
     table: str
     chain: str
     rule: Rule | None
-    verdict: str  # JUMP:<chain> | RETURN | ACCEPT | DNAT | MASQUERADE | MARK | DROP | REJECT | CONTINUE | POLICY
+    # JUMP:<chain> | RETURN | ACCEPT | DNAT | MASQUERADE | MARK | DROP | REJECT | CONTINUE | POLICY:<ACCEPT|DROP>
+    verdict: str
 
     @property
     def target(self) -> str | None:
@@ -52,7 +83,8 @@ class Step:
 
     def text(self) -> str:
         """`-A CHAIN args` (restore form) or `CHAIN policy ACCEPT`."""
-        return self.rule.restore_line() if self.rule else f"{self.chain} policy ACCEPT"
+        policy = self.verdict.partition(":")[2] or "ACCEPT"
+        return self.rule.restore_line() if self.rule else f"{self.chain} policy {policy}"
 
 
 @dataclass(frozen=True)
@@ -70,6 +102,13 @@ class Outcome:
     masquerade: bool = False  # a MASQUERADE rule matched in POSTROUTING
     masquerade_chain: str | None = None
     ipvs: str | None = None  # "TCP vip:port rr -> rip:port" when IPVS chose the real server
+    assumed: tuple[Assumption, ...] = ()  # what this path took for granted (its probability is given these)
+    inferred: tuple[str, ...] = ()  # what the walk inferred on this path and from what (e.g. an interface)
+
+    @property
+    def decided(self) -> bool:
+        """Whether the path holds whatever the facts kpemu was not given are."""
+        return not self.assumed
 
     @property
     def chains(self) -> list[str]:
@@ -126,6 +165,20 @@ class Prediction:
         vals = {o.marked_masq for o in self.outcomes}
         return vals.pop() if len(vals) == 1 else None
 
+    @property
+    def decided(self) -> bool:
+        """Whether every outcome is decided (no path rests on a fact the walk was not given)."""
+        return all(o.decided for o in self.outcomes)
+
+    @property
+    def undecided(self) -> list[Assumption]:
+        """The facts the walk could not decide, each once, in the order the walk met them (taken as holding)."""
+        out: dict[str, Assumption] = {}
+        for o in self.outcomes:
+            for a in o.assumed:
+                out.setdefault(a.fact, replace(a, holds=True))
+        return list(out.values())
+
     def outcome_for(self, dnat: str) -> Outcome | None:
         """The outcome that DNATs to `dnat` (the backend that answered)."""
         return next((o for o in self.outcomes if o.dnat == dnat), None)
@@ -148,6 +201,16 @@ class WalkState:
     masq_chain: str | None = None
     ipvs: str | None = None  # IPVS's choice, when IPVS picked the real server
     post_mark: int = 0  # the mark as it reached nat POSTROUTING (iptables; 0: not recorded)
+    hook: str = ""  # the hook being walked (PREROUTING, INPUT, FORWARD, OUTPUT, POSTROUTING)
+    assumed: tuple[Assumption, ...] = ()  # facts taken one way on this path
+    inferred: tuple[str, ...] = ()
+    ctmark: int = 0  # the connection's mark (CONNMARK)
+    untracked: bool = False  # NOTRACK / CT --notrack in raw: no conntrack entry, no NAT
+    recent: frozenset[tuple[str, str]] = frozenset()  # (list, address) that -m recent --set added on this path
+
+    def fact(self, key: str) -> bool | None:
+        """How this path took `key` (an Assumption's fact), None when it has not yet."""
+        return next((a.holds for a in self.assumed if a.fact == key), None)
 
 
 def start(pkt: Packet) -> WalkState:
@@ -159,7 +222,8 @@ def outcome(prob: float, s: WalkState, verdict: str, hooks: tuple[str, ...]) -> 
     """One finished path as an Outcome (probabilities rounded so that N equal arms add up to 1)."""
     return Outcome(probability=round(prob, 10), steps=s.steps, hooks=hooks, verdict=verdict, dnat=s.dnat,
                    endpoint_chain=s.endpoint_chain, mark=s.post_mark or s.mark, marked_masq=s.marked,
-                   masquerade=s.masq, masquerade_chain=s.masq_chain, ipvs=s.ipvs)
+                   masquerade=s.masq, masquerade_chain=s.masq_chain, ipvs=s.ipvs, assumed=s.assumed,
+                   inferred=s.inferred)
 
 
 def in_network(addr: str, net: str) -> bool:

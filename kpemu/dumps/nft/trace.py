@@ -15,7 +15,7 @@ from kpemu.analyse.oracle.nft import predict_nft
 from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.dumps.files import DumpFiles, read_text
 from kpemu.dumps.nft.read import NftDump, listed, parse_nft
-from kpemu.dumps.trace import result_line, trace_document, trace_header
+from kpemu.dumps.trace import assumption_lines, result_line, trace_document, trace_header
 from kpemu.errors import InputError
 from kpemu.proxy.modes import node_state
 from kpemu.proxy.nftables.listing import priority_text
@@ -159,7 +159,7 @@ def render_nft_trace(nn: NftNode, pred: Prediction, origin: str) -> str:
     marked = "mark-for-masquerade ran" if "mark-for-masquerade" in nn.table.chains else "masquerade mark set inline"
     out = trace_header(nn.node, nn.source, nn.local, pred, origin)
     for i, o in enumerate(pred.outcomes, 1):
-        out += ["", f"outcome {i}: probability {o.probability:g}"]
+        out += ["", f"outcome {i}: probability {o.probability:g}", *assumption_lines(o)]
         base = None
         for p in _path(nn, pkt, o):
             if p.base != base:

@@ -130,7 +130,7 @@ def _declare(table: _Table, line: str, path: str, n: int) -> None:
     if name in table.chains and not builtin:
         raise _bad(path, n, f"chain {name} is declared twice in table *{table.name}")
     table.chains.add(name)
-    table.out.chain(name)
+    table.out.chain(name).policy = policy if builtin else "ACCEPT"
 
 
 def _check_rule(table: _Table, line: str, path: str, n: int) -> None:
@@ -179,7 +179,7 @@ def _check_rule(table: _Table, line: str, path: str, n: int) -> None:
         table.jumps.setdefault(chain, []).append((p.target, n))
     else:
         _target(table, chain, p.target, path, n)
-    rule = Rule(chain, tuple(args))
+    rule = Rule(chain, tuple(args), line=n)
     rule.__dict__["parsed"] = p  # parsed once (Rule.parsed is a cached property)
     if pos is None:
         table.out.chain(chain).rules.append(rule)

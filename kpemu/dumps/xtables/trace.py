@@ -9,9 +9,10 @@ from typing import Any
 
 from kpemu.analyse.oracle import node_local_addresses
 from kpemu.analyse.oracle.iptables import predict
+from kpemu.analyse.oracle.routes import flannel_routes
 from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.dumps.files import DumpFiles, read_text
-from kpemu.dumps.trace import result_line, trace_document, trace_header
+from kpemu.dumps.trace import assumption_lines, result_line, trace_document, trace_header
 from kpemu.dumps.xtables.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm
 from kpemu.errors import InputError
 from kpemu.proxy.modes import node_state
@@ -36,7 +37,7 @@ def run_trace(nr: NodeRules, pkt: Packet) -> Prediction:
     """Every outcome of `pkt` on the node (the oracle's walk); a walk past the oracle's stated limits
     is an InputError naming the rules."""
     try:
-        return predict(nr.rules, pkt, nr.local, nr.node, nr.ipvs)
+        return predict(nr.rules, pkt, nr.local, nr.node, nr.ipvs, flannel_routes(nr.rules))
     except WalkLimit as e:
         raise InputError(f"kpemu trace: {nr.source}: {e}") from None
 
@@ -103,6 +104,7 @@ def render_trace(nr: NodeRules, pred: Prediction, origin: str) -> str:
     for i, o in enumerate(pred.outcomes, 1):
         out.append("")
         out.append(f"outcome {i}: probability {o.probability:g}")
+        out.extend(assumption_lines(o))
         dnat_done = sent = False
         for table, hook, steps in _hook_groups(o.steps):
             if o.ipvs and hook in _IPVS_SENDS and not sent:  # IPVS chose the real server in LOCAL_IN, before
