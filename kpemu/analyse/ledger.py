@@ -4,7 +4,9 @@ A connection's first packet (the SYN, or the first UDP datagram) is found at its
 client's local port; NAT rewrites addresses and ports but not the IP ID, the TCP sequence number
 or the payload, so those identify the same packet at every other capture point, before and after
 DNAT, SNAT and encapsulation. The first answer (SYN-ACK, RST, the UDP reply or an ICMP error) is
-taken at the furthest point the request reached and followed the same way. Hops are ordered by
+taken at the furthest point the request reached and followed the same way. A connection that got no
+answer although its first packet was answered is followed by the later packet that died instead
+(the handshake is kept as `opened`). Hops are ordered by
 capture timestamp (all captures share one clock). Between consecutive hops, what changed is
 recorded in `changed_by` (kind, field, from, to, where); `by` is left for rule attribution.
 """
@@ -104,6 +106,7 @@ class ConnLedger:
     answer: str | None = None  # what the client read (an HTTP body for HTTP flows)
     status: int | None = None  # the HTTP status, for HTTP flows
     window: tuple[int, int] | None = None  # CLOCK_MONOTONIC ns from the client's send to its giving up
+    opened: list[Hop] = field(default_factory=list)  # the answered first packet, when a later one died
 
     @property
     def hops(self) -> list[Hop]:
@@ -276,7 +279,36 @@ def build_flow_ledger(name: str, src_member: str, dst_ip: str, dst_port: int, pr
         answer = _answer(packets, cl.request[-1])
         if answer is not None:
             cl.reply = _follow(answer, packets, points, "reply")
+        if cl.outcome != "reply" and cl.reply:
+            _follow_the_dead(cl, seed, packets, points, src_points)
     return fl
+
+
+MAX_DEAD_CANDIDATES = 64  # the connection's later packets looked at for the one that died
+
+
+def _follow_the_dead(cl: ConnLedger, seed: Pkt, packets: list[Pkt], points: Mapping[str, PointInfo],
+                     src_points: set[str]) -> None:
+    """A connection that got no answer although its first packet was answered (the handshake went through
+    and a later segment died): its hops become those of the first later packet it sent that stopped short
+    of where the first one got (and that packet's answer, an ICMP error say); the handshake is kept in
+    `opened`. Nothing changes when every later packet went as far."""
+    furthest = cl.request[-1].point
+    tup = (seed.proto, seed.src, seed.sport, seed.dst, seed.dport)
+    later = sorted((p for p in packets if p.point in src_points and p.ts_ns >= seed.ts_ns and _key(p) != _key(seed)
+                    and (p.proto, p.src, p.sport, p.dst, p.dport) == tup), key=lambda p: (p.ts_ns, p.index))
+    done: set[tuple] = set()
+    for p in later[:MAX_DEAD_CANDIDATES]:
+        if _key(p) in done:
+            continue
+        done.add(_key(p))
+        hops = _follow(p, packets, points, "request")
+        if hops and hops[-1].point != furthest:
+            cl.opened = cl.request + cl.reply
+            answer = _answer(packets, hops[-1])
+            cl.request = hops
+            cl.reply = _follow(answer, packets, points, "reply") if answer is not None else []
+            return
 
 
 def attach_state(fl: FlowLedger, conntrack: Mapping[str, list[dict]], ipvs: Mapping[str, list[dict]]) -> None:
@@ -308,7 +340,7 @@ def hops_json(fl: FlowLedger, ok: bool) -> dict:
     def conn_json(c: ConnLedger) -> dict:
         return {"index": c.index, "marker": c.marker, "sport": c.sport, "outcome": c.outcome,
                 "backend": c.backend, "status": c.status, "reply": c.answer, "hops": [h.to_json(t0) for h in c.hops],
-                "conntrack": c.conntrack, "ipvs": c.ipvs}
+                "conntrack": c.conntrack, "ipvs": c.ipvs, "opened": [h.to_json(t0) for h in c.opened]}
 
     return {
         "name": fl.name, "ok": ok, "from": fl.src_member, "to": fl.dst, "protocol": fl.protocol,

@@ -18,7 +18,9 @@ from itertools import pairwise
 
 from kpemu.analyse.attribution.nft import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path, packet_fields
 from kpemu.analyse.attribution.phrases import conntrack_phrase, outer_phrase
+from kpemu.analyse.explain.nft_trace import nft_conn_trace
 from kpemu.analyse.explain.types import FlowExplanation
+from kpemu.analyse.explain.verdicts import balances_with_ipvs, flow_verdicts
 from kpemu.analyse.ledger import FlowLedger
 from kpemu.analyse.oracle import predict_for_topology
 from kpemu.analyse.oracle.compare import compare_paths
@@ -60,8 +62,10 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
                      captures: Mapping[str, str], ipvs_services: Mapping[str, str],
                      altered: frozenset[str]) -> FlowExplanation:
     """Model vs kernel and per-hop attribution for one flow from each node's `nft monitor trace`, against
-    the run's generated tables (`proxy`). The trace names every rule that acted, so the captures,
-    IPVS services and fault-altered nodes the iptables explainer reads are not needed here."""
+    the run's generated tables (`proxy`), and a verdict for every connection that got no answer (from the
+    trace's drops and rejects, the kernel's drop reasons and the captures: kpemu.analyse.explain.verdicts).
+    The trace names every rule that acted, so the captures and fault-altered nodes the iptables
+    explainer reads are not needed here."""
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
     _attribute_ledger(topo, fl, data.texts, proxy)
     proto = flow.protocol.lower()
@@ -91,6 +95,14 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
                 ex.hooks[node] = {"walk": walk, "text": " -> ".join(ex.chains[node])}
     if ex.traced and not ex.oracle_checked and ex.reason is None:
         ex.reason = "no new request packet entered kube-proxy's table in the trace"
+    if not ex.traced and ex.reason is None:
+        ex.reason = "tracing was off (--no-trace)"
+    tables = {n: t for n in data.texts if (t := proxy.node(n).walk.nft) is not None} if ex.traced else {}
+    texts = data.texts if ex.traced else {}
+    traces = {cl.index: nft_conn_trace(cl, texts, tables, list(dict.fromkeys(h.info.node or h.info.member
+                                                                              for h in cl.hops)))
+              for cl in fl.connections}
+    flow_verdicts(topo, fl, traces, data, ex, ipvs_services, balances_with_ipvs(proxy))
     return ex
 
 
