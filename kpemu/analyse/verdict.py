@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from kpemu.analyse.drops import DropEvent, by_time, describe, matching, meaning
-from kpemu.analyse.ledger import ConnLedger, Hop
+from kpemu.analyse.ledger import ConnLedger, Hop, client_ends, conn_tuples
 
 ICMP_NAMES = {(3, 0): "net unreachable", (3, 1): "host unreachable", (3, 3): "port unreachable",
               (3, 4): "fragmentation needed", (3, 9): "net prohibited", (3, 10): "host prohibited",
@@ -138,23 +138,6 @@ def _dnat_entry(cl: ConnLedger, trace: ConnTrace, ipvs: bool) -> tuple[str, str]
 
 def _icmp_reply(cl: ConnLedger) -> Hop | None:
     return next((h for h in cl.reply if h.pkt.proto == "icmp"), None)
-
-
-def conn_tuples(cl: ConnLedger) -> set[tuple]:
-    """Every (proto, src, sport, dst, dport) the connection's packets carried at any hop."""
-    out = set()
-    for h in cl.hops:
-        p = h.pkt
-        out.add((p.proto, p.src, p.sport, p.dst, p.dport))
-        if p.proto in ("tcp", "udp"):  # the other direction too: a reply the capture never saw
-            out.add((p.proto, p.dst, p.dport, p.src, p.sport))
-    return out
-
-
-def client_ends(cl: ConnLedger) -> set[tuple]:
-    """(proto, ip, port) of the connection's client side as it left the client (its own ephemeral port)."""
-    first = cl.request[0].pkt if cl.request else None
-    return {(first.proto, first.src, first.sport)} if first is not None and first.sport is not None else set()
 
 
 def ipvs_empty_services(save_n: str) -> set[str]:

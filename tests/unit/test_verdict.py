@@ -152,15 +152,22 @@ def test_the_diagram_ends_in_a_cross_and_the_page_shows_a_red_mark() -> None:
     cl = dropped_syn()
     pkts = packets_for(cl.hops, parse_trace((DATA / "etp_local_no_endpoint_node2.txt").read_text(), "node2"))
     v = connection_verdict(cl, xtables_conn_trace(cl, pkts), [], MEMBERS, NETNS).to_json()
-    flow = {"name": "f", "from": "client", "to": "192.168.1.101:30080", "ok": True, "verdict": v,
+    flow = {"name": "f", "from": "client", "to": "192.168.1.101:30080", "protocol": "TCP", "ok": True, "verdict": v,
             "hops": [h.to_json(0) for h in cl.hops]}
     mer = sequence_diagram(flow)
     assert "    client_eth0-xnode2_eth0: 10.242.72.50:41891 > 192.168.1.101:30080 [S]" in mer
     assert "Note over node2_eth0: died: DROP on node2 in INPUT: filter -A KUBE-EXTERNAL-SERVICES" in mer
     assert verdict_row(v)[:2] == ("✗", "node2 (kp-t-node2)") and verdict_row(v)[4] == "died: DROP"
     page = render_html({"scenario": "s", "ok": True, "flows": [flow]})
-    assert '<span class="fail">✗ died on node2</span>' in page and ">ok</span>" not in page
+    # it died as the flow expected: the heading says ok, and where it died, not in red
+    assert '(TCP) <span class="ok">ok</span> <span class="died">✗ died on node2</span></h2>' in page
     assert page.count('<text class="died"') == 1
+    page = render_html({"scenario": "s", "ok": False, "flows": [{**flow, "ok": False}]})
+    assert '(TCP) <span class="fail">failed</span> <span class="fail">✗ died on node2</span></h2>' in page
+    assert ">ok</span>" not in page
+    page = render_html({"scenario": "s", "ok": True, "flows": [{**flow, "ok": None}]})
+    assert '(TCP) <span class="">no expectation</span> <span class="died">✗ died on node2</span></h2>' in page
+    assert ">ok</span>" not in page
 
 
 def _scenario(tmp_path: Path, faults: str, expect: str) -> Path:

@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from kpemu.analyse.attribution.nft import _COMMENT, KUBE_PROXY, NftHop, journeys, map_element
-from kpemu.analyse.ledger import ConnLedger
-from kpemu.analyse.verdict import WHY, ConnTrace, RuleDrop, conn_tuples
+from kpemu.analyse.ledger import ConnLedger, conn_tuples
+from kpemu.analyse.verdict import WHY, ConnTrace, RuleDrop
 from kpemu.proxy.nftables import eras as E
 from kpemu.proxy.nftables.tx import Table
 
