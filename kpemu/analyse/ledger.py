@@ -287,7 +287,9 @@ def build_flow_ledger(name: str, src_member: str, dst_ip: str, dst_port: int, pr
     return fl
 
 
-ETHERNET = 14  # bytes of an Ethernet header: the kernel counts them in a dropped skb's length, or not
+# What the kernel may count in a dropped skb's length besides the IP packet: the Ethernet header (a
+# drop at the link layer), nothing (IP), or minus the IP header (once TCP or UDP pulled it).
+SKB_OFFSETS = (14, 0, -20)
 
 
 def conn_tuples(cl: ConnLedger) -> set[tuple]:
@@ -319,27 +321,30 @@ def _is_dropped(p: Pkt, ev: DropEvent) -> bool:
             return False
         tup = (ev.proto, ev.src, ev.sport, ev.dst, ev.dport)
     return (p.proto, p.src, p.sport, p.dst, p.dport) == tup and p.size is not None \
-        and ev.length in (p.size, p.size + ETHERNET)
+        and ev.length in {p.size + k for k in SKB_OFFSETS}
 
 
 def _follow_the_dead(cl: ConnLedger, drops: Sequence[tuple[DropEvent, str]], packets: list[Pkt],
                      points: Mapping[str, PointInfo]) -> None:
     """A connection that got no answer although its first packet was answered (the handshake went
     through, a later packet died): its hops become those of the packet the kernel reported dropped (by
-    its tuples and length, seen at a capture point of the member that dropped it), and the handshake
-    is kept in `opened`. Nothing changes when no captured packet is the dropped one (a drop read
-    without its packet, or one no capture point of that member saw)."""
+    its tuples and length, seen at a capture point of the member that dropped it and no further), and
+    the handshake is kept in `opened`. Nothing changes when the table may show the dropped packet
+    already (a hop in that member with its tuples and a length it can have), or when no captured
+    packet is the dropped one (a drop read without its packet, or one no capture point saw)."""
     found = matching((ev for ev, _ in drops), conn_tuples(cl), {ev.netns_inode: m for ev, m in drops},
                      client_ends(cl))
     for ev, member in found:
-        if ev.length is None:
-            continue
+        if ev.length is None or any(h.info.member == member and _is_dropped(h.pkt, ev) for h in cl.hops):
+            return  # the packet the kernel dropped may be one the table shows already
         seen = sorted((p for p in packets if p.point in points and points[p.point].member == member
                        and _is_dropped(p, ev)), key=lambda p: (p.ts_ns, p.index))
-        if seen:
-            cl.opened = cl.request + cl.reply
-            cl.request, cl.reply = _follow(seen[0], packets, points, "request"), []
-            return
+        for p in seen:
+            hops = _follow(p, packets, points, "request")
+            if hops and hops[-1].info.member == member:  # it went no further than where it was dropped
+                cl.opened = cl.request + cl.reply
+                cl.request, cl.reply = hops, []
+                return
 
 
 def attach_state(fl: FlowLedger, conntrack: Mapping[str, list[dict]], ipvs: Mapping[str, list[dict]]) -> None:

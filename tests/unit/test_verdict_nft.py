@@ -124,10 +124,11 @@ def test_the_hop_table_follows_the_segment_the_kernel_dropped_not_the_answered_h
     assert cl.reply == []
     assert [h.point for h in cl.opened] == ["client/eth0", "underlay/n-node1", "underlay/n-node2", "web-1/eth0",
                                             "web-1/eth0", "underlay/n-node2", "underlay/n-node1", "client/eth0"]
-    # without the kernel's word (or with another length) the handshake stays what the table shows
-    other = parse_drops("REASON 2 NOT_SPECIFIED\nDROP 50 4026532179 3 2 __dev_forward_skb2 17 192.168.1.100 "
-                        "192.168.1.101 42113 8472 6 10.242.72.50 10.244.1.5 34271 80 900\n")
-    for given in ([], [(other[0], "underlay")]):
+    # without the kernel's word, with another length, or with one the shown SYN has (60 bytes of IP and an
+    # Ethernet header), the handshake stays what the table shows
+    line = "DROP 50 4026532179 3 2 __dev_forward_skb2 17 192.168.1.100 192.168.1.101 42113 8472 6 10.242.72.50 "
+    other, syn = (parse_drops(f"REASON 2 NOT_SPECIFIED\n{line}10.244.1.5 34271 80 {n}\n")[0] for n in (900, 74))
+    for given in ([], [(other, "underlay")], [(syn, "underlay"), (drops[0], "underlay")]):
         cl = build_flow_ledger("f", "client", "10.244.1.5", 80, "TCP", [conn], packets, infos, given).connections[0]
         assert cl.request[-1].point == "web-1/eth0" and cl.opened == []
 
