@@ -21,7 +21,7 @@ from kpemu.model.topology import Topology
 from kpemu.report.graph import topology_svg
 from kpemu.report.mermaid import change_text, hop_point, sequence_diagram, tuple_text
 from kpemu.report.runreport import RunReport
-from kpemu.report.table import DIED, hop_numbers, verdict_lines
+from kpemu.report.table import DIED, hop_numbers, opened_line, verdict_lines
 from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
 
 _CSS = """body{font-family:sans-serif;margin:20px auto;max-width:1240px;padding:0 12px;line-height:1.35}
@@ -239,6 +239,8 @@ def _flow(flow: Mapping, details: Mapping[int, Mapping] | None, files: set[str])
         out.append(_hop_table(flow, details, files))
         if died:
             out.append("".join(f'<p class="fail">{_e(line)}</p>' for line in verdict_lines(died)))
+        if rep is not None and opened_line(rep):
+            out.append(f"<p>{_e(str(opened_line(rep)))}</p>")
         out.append(_wireshark(flow, files))
     else:
         out.append("<p>No packet of this flow was captured.</p>")

@@ -16,6 +16,7 @@ from kpemu.capture.pcap import Outer, Pkt
 from kpemu.inputs.scenario import load_scenario
 from kpemu.model.modes import MODE_FACTS
 from kpemu.proxy.modes import proxy_state
+from kpemu.report.table import opened_line
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "trace"
@@ -124,6 +125,11 @@ def test_the_hop_table_follows_the_segment_the_kernel_dropped_not_the_answered_h
     assert cl.reply == []
     assert [h.point for h in cl.opened] == ["client/eth0", "underlay/n-node1", "underlay/n-node2", "web-1/eth0",
                                             "web-1/eth0", "underlay/n-node2", "underlay/n-node1", "client/eth0"]
+    conn_json = {"opened": [h.to_json(0) for h in cl.opened]}
+    assert opened_line(conn_json) == ("Its first packet reached web-1/eth0 and its answer came back to client/eth0; "
+                                      "the hops above are the later packet the kernel reported dropped (opened in "
+                                      "hops.json holds the first one's).")
+    assert opened_line({"opened": []}) is None
     # without the kernel's word, with another length, or with one the shown SYN has (60 bytes of IP and an
     # Ethernet header), the handshake stays what the table shows
     line = "DROP 50 4026532179 3 2 __dev_forward_skb2 17 192.168.1.100 192.168.1.101 42113 8472 6 10.242.72.50 "
