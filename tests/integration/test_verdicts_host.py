@@ -144,8 +144,7 @@ def test_a_bpftrace_that_cannot_attach_falls_back_to_the_time_window_reader(tmp_
 
 
 def _run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", *args, "--runtime", "host", "--out",
-                          str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    res = kpemu("run", *args, "--runtime", "host", "--out", str(tmp_path), timeout=240)
     return res, json.loads((tmp_path / "hops.json").read_text())
 
 
