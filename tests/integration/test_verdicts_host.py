@@ -204,3 +204,15 @@ def test_an_mtu_mismatch_verdict_points_at_the_underlay_and_the_table_follows_th
     md = (tmp_path / "report.md").read_text().split("## flow large-request", 1)[1]
     lane = v["point"].replace("/", "_").replace("-", "_")
     assert f"-x{lane}: " in md.split("```mermaid", 1)[1].split("```", 1)[0]
+
+
+def test_in_nftables_mode_the_oracle_skips_a_packet_that_died_outside_netfilter(tmp_path: Path) -> None:
+    if why_unavailable() is not None:
+        pytest.skip(f"kernel drop reasons unavailable: {why_unavailable()}")
+    res, data = _run(tmp_path, str(ROOT / "scenarios" / "faults" / "rp-filter.yaml"), "--proxy-mode", "nftables",
+                     "--name", "vd-rpf")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    flow = data["flows"][0]
+    assert (flow["verdict"]["reason"], flow["verdict"]["at"]) == ("IP_RPFILTER", "node1")
+    assert flow["oracle"]["text"] == ("not checked: connection 0 died on node1 outside netfilter (IP_RPFILTER), "
+                                      "where the model's path goes on")
