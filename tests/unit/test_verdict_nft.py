@@ -151,3 +151,22 @@ def test_a_died_by_naming_the_files_modes_chain_is_left_out_in_another_mode_only
     assert MODE_FACTS["nftables"].names_a_chain("nodeport-endpoints-check")
     assert not MODE_FACTS["nftables"].names_a_chain("KUBE-EXTERNAL-SERVICES")
     assert not MODE_FACTS["iptables"].names_a_chain("tcp_v4_rcv")
+
+
+def test_a_rejecting_rule_says_its_own_comment_and_another_tables_policy_drop_is_named_without_a_hook() -> None:
+    pkt = ('packet: iif "cni0" ip saddr 10.244.0.3 ip daddr 10.96.0.10 ip id 5 ip length 60 tcp sport 40000 '
+           'tcp dport 81 tcp flags == syn')
+    text = (f"trace id aa ip kube-proxy filter-forward {pkt}\n"
+            "trace id aa ip kube-proxy filter-forward rule jump cluster-ips-check (verdict jump cluster-ips-check)\n"
+            'trace id aa ip kube-proxy cluster-ips-check rule ip daddr @cluster-ips reject with icmp type '
+            'host-unreachable comment "Reject traffic to invalid ports of ClusterIPs" (verdict drop)\n')
+    cl = ConnLedger(0, "m", 40000, "refused", None)
+    cl.request = [_hop("client-0/eth0", "pod", "node1", "10.244.0.3", 40000, "10.96.0.10", 81)]
+    d = nft_conn_trace(cl, {"node1": text}, TABLES).drops[0]
+    assert (d.hook, d.chain, d.reject, d.icmp, d.note, d.why) == (
+        "FORWARD", "cluster-ips-check", True, "icmp-host-unreachable",
+        "Reject traffic to invalid ports of ClusterIPs", "")
+    other = (f"trace id bb ip filter FORWARD {pkt}\ntrace id bb ip filter FORWARD policy drop\n")
+    d = nft_conn_trace(cl, {"node1": other}, TABLES).drops[0]
+    assert (d.table, d.chain, d.rule, d.hook, d.reject, d.what) == ("filter", "FORWARD", None, None, False,
+                                                                      "FORWARD policy drop")

@@ -40,6 +40,12 @@ class NftHop:
         return None if self.rule is None else _COMMENT.sub("", self.rule)
 
 
+def rule_comment(rule: str) -> str | None:
+    """The trailing `comment "..."` of a rule as the trace lists it, or None."""
+    m = _COMMENT.search(rule)
+    return m[1] if m else None
+
+
 def parse_trace(text: str) -> dict[str, list[NftHop]]:
     """Trace id -> its hops in order (lines that are not trace events are skipped)."""
     out: dict[str, list[NftHop]] = {}

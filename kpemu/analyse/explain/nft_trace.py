@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from kpemu.analyse.attribution.nft import _COMMENT, KUBE_PROXY, NftHop, journeys, map_element
+from kpemu.analyse.attribution.nft import KUBE_PROXY, NftHop, journeys, map_element, rule_comment
 from kpemu.analyse.ledger import ConnLedger, conn_tuples
 from kpemu.analyse.verdict import WHY, ConnTrace, RuleDrop
 from kpemu.proxy.nftables import eras as E
@@ -73,8 +73,7 @@ def _drop(node: str, hops: Sequence[NftHop], i: int, table: Table | None, direct
             why = WHY[cause[0]]
             note = f"{elem.comment} {cause[1]}" if elem.comment else cause[1]
     if note is None and h.rule is not None:
-        c = _COMMENT.search(h.rule)
-        note = c[1] if c else None
+        note = rule_comment(h.rule)
     if why is None and re.match(r"ct state invalid\b", h.rule_text or ""):
         why = WHY["invalid"]
     return RuleDrop(node, _hook(table, base), h.table, h.chain, h.rule, icmp is not None, icmp, direction,
