@@ -4,17 +4,20 @@ A connection's first packet (the SYN, or the first UDP datagram) is found at its
 client's local port; NAT rewrites addresses and ports but not the IP ID, the TCP sequence number
 or the payload, so those identify the same packet at every other capture point, before and after
 DNAT, SNAT and encapsulation. The first answer (SYN-ACK, RST, the UDP reply or an ICMP error) is
-taken at the furthest point the request reached and followed the same way. Hops are ordered by
+taken at the furthest point the request reached and followed the same way. A connection that got no
+answer although its first packet was answered is followed by the later packet the kernel reported
+dropped instead (the handshake is kept as `opened`). Hops are ordered by
 capture timestamp (all captures share one clock). Between consecutive hops, what changed is
 recorded in `changed_by` (kind, field, from, to, where); `by` is left for rule attribution.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from kpemu.analyse.drops import DropEvent, matching
 from kpemu.capture.pcap import Outer, Pkt
 
 
@@ -104,6 +107,7 @@ class ConnLedger:
     answer: str | None = None  # what the client read (an HTTP body for HTTP flows)
     status: int | None = None  # the HTTP status, for HTTP flows
     window: tuple[int, int] | None = None  # CLOCK_MONOTONIC ns from the client's send to its giving up
+    opened: list[Hop] = field(default_factory=list)  # the answered first packet, when a later one died
 
     @property
     def hops(self) -> list[Hop]:
@@ -257,8 +261,10 @@ def _answer(packets: list[Pkt], last: Hop) -> Pkt | None:
 
 
 def build_flow_ledger(name: str, src_member: str, dst_ip: str, dst_port: int, protocol: str,
-                      connections: list[Mapping], packets: list[Pkt], points: Mapping[str, PointInfo]) -> FlowLedger:
-    """Follow every connection of one flow through the captured packets."""
+                      connections: list[Mapping], packets: list[Pkt], points: Mapping[str, PointInfo],
+                      drops: Sequence[tuple[DropEvent, str]] = ()) -> FlowLedger:
+    """Follow every connection of one flow through the captured packets; `drops`: the kernel's drop events
+    in the flow's window, each with the member that dropped it (the packet that died is followed)."""
     proto = protocol.lower()
     src_points = {p for p, info in points.items() if info.member == src_member}
     fl = FlowLedger(name, src_member, _ep(dst_ip, dst_port), protocol)
@@ -276,7 +282,69 @@ def build_flow_ledger(name: str, src_member: str, dst_ip: str, dst_port: int, pr
         answer = _answer(packets, cl.request[-1])
         if answer is not None:
             cl.reply = _follow(answer, packets, points, "reply")
+        if cl.outcome != "reply" and cl.reply:
+            _follow_the_dead(cl, drops, packets, points)
     return fl
+
+
+# What the kernel may count in a dropped skb's length besides the IP packet: the Ethernet header (a
+# drop at the link layer), nothing (IP), or minus the IP header (once TCP or UDP pulled it).
+SKB_OFFSETS = (14, 0, -20)
+
+
+def conn_tuples(cl: ConnLedger) -> set[tuple]:
+    """Every (proto, src, sport, dst, dport) the connection's packets carried at any hop."""
+    out = set()
+    for h in cl.hops:
+        p = h.pkt
+        out.add((p.proto, p.src, p.sport, p.dst, p.dport))
+        if p.proto in ("tcp", "udp"):  # the other direction too: a reply the capture never saw
+            out.add((p.proto, p.dst, p.dport, p.src, p.sport))
+    return out
+
+
+def client_ends(cl: ConnLedger) -> set[tuple]:
+    """(proto, ip, port) of the connection's client side as it left the client (its own ephemeral port)."""
+    first = cl.request[0].pkt if cl.request else None
+    return {(first.proto, first.src, first.sport)} if first is not None and first.sport is not None else set()
+
+
+def _is_dropped(p: Pkt, ev: DropEvent) -> bool:
+    """Whether the captured `p` carries the tuples and the length of the kernel's dropped packet `ev`."""
+    if ev.inner is not None:
+        if p.outer is None or (p.outer.src, p.outer.dst) != (ev.src, ev.dst) \
+                or (p.outer.sport is not None and (p.outer.sport, p.outer.dport) != (ev.sport, ev.dport)):
+            return False
+        tup = ev.inner
+    else:
+        if p.outer is not None:
+            return False
+        tup = (ev.proto, ev.src, ev.sport, ev.dst, ev.dport)
+    return (p.proto, p.src, p.sport, p.dst, p.dport) == tup and p.size is not None \
+        and ev.length in {p.size + k for k in SKB_OFFSETS}
+
+
+def _follow_the_dead(cl: ConnLedger, drops: Sequence[tuple[DropEvent, str]], packets: list[Pkt],
+                     points: Mapping[str, PointInfo]) -> None:
+    """A connection that got no answer although its first packet was answered (the handshake went
+    through, a later packet died): its hops become those of the packet the kernel reported dropped (by
+    its tuples and length, seen at a capture point of the member that dropped it and no further), and
+    the handshake is kept in `opened`. Nothing changes when the table may show the dropped packet
+    already (a hop in that member with its tuples and a length it can have), or when no captured
+    packet is the dropped one (a drop read without its packet, or one no capture point saw)."""
+    found = matching((ev for ev, _ in drops), conn_tuples(cl), {ev.netns_inode: m for ev, m in drops},
+                     client_ends(cl))
+    for ev, member in found:
+        if ev.length is None or any(h.info.member == member and _is_dropped(h.pkt, ev) for h in cl.hops):
+            return  # the packet the kernel dropped may be one the table shows already
+        seen = sorted((p for p in packets if p.point in points and points[p.point].member == member
+                       and _is_dropped(p, ev)), key=lambda p: (p.ts_ns, p.index))
+        for p in seen:
+            hops = _follow(p, packets, points, "request")
+            if hops and hops[-1].info.member == member:  # it went no further than where it was dropped
+                cl.opened = cl.request + cl.reply
+                cl.request, cl.reply = hops, []
+                return
 
 
 def attach_state(fl: FlowLedger, conntrack: Mapping[str, list[dict]], ipvs: Mapping[str, list[dict]]) -> None:
@@ -300,15 +368,16 @@ def _int(s: str) -> int | None:
     return int(s) if s.isdigit() else None
 
 
-def hops_json(fl: FlowLedger, ok: bool) -> dict:
-    """One flow for hops.json: the representative connection's hops plus every connection."""
+def hops_json(fl: FlowLedger, ok: bool | None) -> dict:
+    """One flow for hops.json: the representative connection's hops plus every connection (`ok`: every
+    expectation on the flow held; None: it had none)."""
     rep = fl.representative
     t0 = min((h.pkt.ts_ns for c in fl.connections for h in c.hops), default=0)
 
     def conn_json(c: ConnLedger) -> dict:
         return {"index": c.index, "marker": c.marker, "sport": c.sport, "outcome": c.outcome,
                 "backend": c.backend, "status": c.status, "reply": c.answer, "hops": [h.to_json(t0) for h in c.hops],
-                "conntrack": c.conntrack, "ipvs": c.ipvs}
+                "conntrack": c.conntrack, "ipvs": c.ipvs, "opened": [h.to_json(t0) for h in c.opened]}
 
     return {
         "name": fl.name, "ok": ok, "from": fl.src_member, "to": fl.dst, "protocol": fl.protocol,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from kpemu.analyse.drops import DropEvent, parse_drops
 from kpemu.analyse.expect import Check, check_died, check_flow, check_goldens, fixed_ports, write_goldens
 from kpemu.analyse.explain import FlowExplanation, explain_flow, with_verdicts
 from kpemu.analyse.kstate import parse_conntrack, parse_ipvs_connections
@@ -97,6 +98,12 @@ def point_infos(plan: Plan, points: list[Interface]) -> dict[str, PointInfo]:
     return out
 
 
+def dropped_by(trace: TraceData) -> list[tuple[DropEvent, str]]:
+    """The kernel's drops of a flow's packets, each with the lab member whose namespace dropped it."""
+    members = {int(k): m for k, m in trace.drop_members.items()}
+    return [(e, members[e.netns_inode]) for e in parse_drops(trace.drops) if e.netns_inode in members]
+
+
 def analyse(sc: Scenario, plan: LabPlan, col: RunMaterial, out: Path, update_goldens: bool) -> Analysis:
     """Ledger, attribution, oracle, checks and goldens from the run's files in `out` (pure apart from
     reading them, and rewriting the goldens when `update_goldens`)."""
@@ -119,11 +126,11 @@ def analyse(sc: Scenario, plan: LabPlan, col: RunMaterial, out: Path, update_gol
                         + [n for f in col.faults for n in f.rules_changed])
     for flow in sc.flows:
         res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)
+        trace = col.traces.get(flow.flow.name) or TraceData()
         fl = build_flow_ledger(flow.flow.name, flow.src_member, flow.dst_ip, flow.dst_port, flow.protocol,
-                               res.connections, packets, infos)
+                               res.connections, packets, infos, dropped_by(trace))
         attach_state(fl, conntrack, ipvs)
-        explanations[fl.name] = explain_flow(sc.topology, flow, fl, col.traces.get(flow.flow.name) or TraceData(),
-                                             plan.proxy, texts, ipvs_services, altered)
+        explanations[fl.name] = explain_flow(sc.topology, flow, fl, trace, plan.proxy, texts, ipvs_services, altered)
         ledgers.append(fl)
     by_name = {fl.name: fl for fl in ledgers}
     checks: list[Check] = []
@@ -151,7 +158,9 @@ def analyse(sc: Scenario, plan: LabPlan, col: RunMaterial, out: Path, update_gol
 
 def hops_document(sc: Scenario, a: Analysis, runtime: str, reason: str, kernel: str) -> dict[str, Any]:
     """The hops.json document of an analysed run (after run.pcapng numbered every hop's frames)."""
-    flows_ok = {fl.name: all(c.ok for c in a.checks if c.flow == fl.name) for fl in a.ledgers}
+    # a flow is ok when it got everything it expected; one nothing was expected of is not said to be
+    flows_ok = {fl.name: all(c.ok for c in mine) if (mine := [c for c in a.checks if c.flow == fl.name]) else None
+                for fl in a.ledgers}
     return {"scenario": sc.name, "mode": sc.topology.kubeProxy.mode, "lab": sc.topology.name,
             "runtime": runtime, "reason": reason, "kernel": kernel,
             "ok": all(c.ok for c in a.checks),

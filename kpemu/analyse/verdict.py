@@ -13,31 +13,17 @@ Without any of these the verdict says where the packet was last seen and what wa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
-from kpemu.analyse.attribution.xtables import TracedPacket, comment_of, kernel_dnat
 from kpemu.analyse.drops import DropEvent, by_time, describe, matching, meaning
-from kpemu.analyse.ledger import ConnLedger, Hop
+from kpemu.analyse.ledger import ConnLedger, Hop, client_ends, conn_tuples
 
 ICMP_NAMES = {(3, 0): "net unreachable", (3, 1): "host unreachable", (3, 3): "port unreachable",
               (3, 4): "fragmentation needed", (3, 9): "net prohibited", (3, 10): "host prohibited",
               (3, 13): "administratively prohibited", (11, 0): "TTL exceeded"}
-REJECT_DEFAULT = "icmp-port-unreachable"
 NO_RULE_DROPPED = ("no rule dropped it (the rule trace of that node has none), so conntrack itself did: its table "
                    "is full (nf_conntrack_max) or it cannot track the packet")
 TIME_SLACK_NS = 50_000_000  # a drop just after the client gave up (its last retransmission) is still its
-
-# Why kube-proxy writes the rules that kill packets (matched on the rule's comment or chain).
-WHY_RULE = (
-    ("has no local endpoints", "the Service has externalTrafficPolicy: Local and this node runs none of its "
-                               "endpoints, so kube-proxy drops external traffic here instead of forwarding it "
-                               "to another node (which would hide the client's address)"),
-    ("has no endpoints", "the Service has no ready endpoint: kube-proxy rejects the connection"),
-    ("ctstate INVALID", "conntrack does not know this packet's connection (it is INVALID): a reply that "
-                        "arrived by a path its request did not take, or after its entry was gone"),
-    ("KUBE-MARK-DROP", "kube-proxy marked the packet for dropping (0x8000) and KUBE-FIREWALL dropped it"),
-)
-
 
 @dataclass
 class Verdict:
@@ -70,39 +56,66 @@ class Verdict:
         return " ".join(str(v) for v in asdict(self).values() if v)
 
 
-def _why_rule(rule: str, chain: str) -> str:
-    for needle, why in WHY_RULE:
-        if needle in rule or needle == chain:
-            return why
-    return ""
+# Why kube-proxy writes the rules that kill packets, whichever mode wrote them (each mode's trace
+# reader says which of these a rule is: kpemu.analyse.explain.xtables_trace, .nft_trace).
+WHY = {
+    "no local endpoints": "the Service has externalTrafficPolicy: Local and this node runs none of its endpoints, "
+                          "so kube-proxy drops external traffic here instead of forwarding it to another node "
+                          "(which would hide the client's address)",
+    "no local endpoints (internal)": "the Service's traffic policy is Local (internalTrafficPolicy for cluster "
+                                     "traffic, externalTrafficPolicy for external addresses) and this node runs "
+                                     "none of its endpoints, so kube-proxy drops the packet here",
+    "no endpoints": "the Service has no ready endpoint: kube-proxy rejects the connection",
+    "invalid": "conntrack does not know this packet's connection (it is INVALID): a reply that arrived by a path "
+               "its request did not take, or after its entry was gone",
+    "marked for drop": "kube-proxy marked the packet for dropping (0x8000) and KUBE-FIREWALL dropped it",
+    "source ranges": "the Service's loadBalancerSourceRanges do not include the client's address",
+}
 
 
-def _reject_type(rule: str) -> str:
-    toks = rule.split()
-    return toks[toks.index("--reject-with") + 1] if "--reject-with" in toks[:-1] else REJECT_DEFAULT
+@dataclass(frozen=True)
+class RuleDrop:
+    """A rule (or a base chain's policy) that dropped or rejected one of a connection's packets, as the
+    node's trace reported it, in words every proxy mode's trace can give."""
+
+    node: str
+    hook: str | None  # the netfilter hook (PREROUTING, INPUT, FORWARD, OUTPUT, POSTROUTING)
+    table: str
+    chain: str
+    rule: str | None  # the whole rule (None: the chain's policy)
+    reject: bool  # REJECT (an ICMP error goes back) rather than DROP
+    icmp: str | None = None  # what a REJECT sends back
+    direction: str = "request"
+    what: str = ""  # the rule (or policy) as the verdict names it
+    note: str | None = None  # what the rule says of itself (its comment, its map element's comment)
+    why: str = ""  # why kube-proxy writes it, in words
 
 
-def _rule_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], netns: Mapping[str, str]) -> Verdict | None:
-    replies = {h.pkt.ip_id for h in cl.reply}
-    for p in packets:
-        for v in p.visits:
-            for e in v.events:
-                reject = e.target == "REJECT"
-                if not (reject or e.verdict == "DROP" or e.target == "DROP"):
-                    continue
-                what = e.rule or f"{e.chain} policy DROP"
-                direction = "reply" if p.ip_id in replies else "request"
-                v_ = Verdict(p.node, netns.get(p.node), "REJECT" if reject else "DROP", "netfilter trace",
-                             direction, hook=v.hook, table=e.table, chain=e.chain, rule=e.rule or None,
-                             icmp=_reject_type(e.rule) if reject else None, why=_why_rule(e.rule, e.chain))
-                c = comment_of(e.rule) if e.rule else None
-                v_.text = (f"{v_.action}{' with ' + v_.icmp if v_.icmp else ''} on {p.node} in {v.hook or '?'}: "
-                           f"{e.table} {what}" + (f" ({c})" if c and c not in what else ""))
-                return v_
-    return None
+@dataclass(frozen=True)
+class ConnTrace:
+    """What one connection's rule trace says, whichever way it was traced: the rule drops in the order
+    the packets met them, the nodes where its packets were traced, and those where a rule DNATed one."""
+
+    drops: tuple[RuleDrop, ...] = ()
+    traced: frozenset[str] = field(default_factory=frozenset)
+    dnat: frozenset[str] = field(default_factory=frozenset)
 
 
-def _dnat_entry(cl: ConnLedger, packets: Sequence[TracedPacket], ipvs: bool) -> tuple[str, str] | None:
+NO_TRACE = ConnTrace()
+
+
+def _rule_verdict(trace: ConnTrace, netns: Mapping[str, str]) -> Verdict | None:
+    d = next(iter(trace.drops), None)
+    if d is None:
+        return None
+    v = Verdict(d.node, netns.get(d.node), "REJECT" if d.reject else "DROP", "netfilter trace", d.direction,
+                hook=d.hook, table=d.table, chain=d.chain, rule=d.rule, icmp=d.icmp if d.reject else None, why=d.why)
+    v.text = (f"{v.action}{' with ' + v.icmp if v.icmp else ''} on {d.node} in {d.hook or '?'}: "
+              f"{d.table} {d.what}" + (f" ({d.note})" if d.note and d.note not in d.what else ""))
+    return v
+
+
+def _dnat_entry(cl: ConnLedger, trace: ConnTrace, ipvs: bool) -> tuple[str, str] | None:
     """(conntrack entry as "node: line", how it decided) when a conntrack entry DNATed the connection to
     the address its last request hop went to. Traced packets without a DNAT rule on that node mean the
     packet matched an entry that existed before it (the nat rules were not consulted), except with IPVS,
@@ -113,10 +126,9 @@ def _dnat_entry(cl: ConnLedger, packets: Sequence[TracedPacket], ipvs: bool) -> 
         if r.get("src") != last.dst or o.get("dst") == r.get("src"):
             continue
         node = e.get("node")
-        traced = [p for p in packets if p.node == node]
         if ipvs:
             how = f"DNATed to {last.dst} by IPVS; conntrack entry on {node}"
-        elif traced and not any(kernel_dnat(p) for p in traced):
+        elif node in trace.traced and node not in trace.dnat:
             how = f"DNATed to {last.dst} by an existing conntrack entry on {node} (no nat rule was consulted)"
         else:
             how = f"DNATed to {last.dst}; conntrack entry on {node}"
@@ -126,23 +138,6 @@ def _dnat_entry(cl: ConnLedger, packets: Sequence[TracedPacket], ipvs: bool) -> 
 
 def _icmp_reply(cl: ConnLedger) -> Hop | None:
     return next((h for h in cl.reply if h.pkt.proto == "icmp"), None)
-
-
-def conn_tuples(cl: ConnLedger) -> set[tuple]:
-    """Every (proto, src, sport, dst, dport) the connection's packets carried at any hop."""
-    out = set()
-    for h in cl.hops:
-        p = h.pkt
-        out.add((p.proto, p.src, p.sport, p.dst, p.dport))
-        if p.proto in ("tcp", "udp"):  # the other direction too: a reply the capture never saw
-            out.add((p.proto, p.dst, p.dport, p.src, p.sport))
-    return out
-
-
-def client_ends(cl: ConnLedger) -> set[tuple]:
-    """(proto, ip, port) of the connection's client side as it left the client (its own ephemeral port)."""
-    first = cl.request[0].pkt if cl.request else None
-    return {(first.proto, first.src, first.sport)} if first is not None and first.sport is not None else set()
 
 
 def ipvs_empty_services(save_n: str) -> set[str]:
@@ -156,13 +151,13 @@ def ipvs_empty_services(save_n: str) -> set[str]:
     return virtual - real
 
 
-def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: Sequence[DropEvent],
+def connection_verdict(cl: ConnLedger, trace: ConnTrace, drops: Sequence[DropEvent],
                        drop_members: Mapping[int, str], netns: Mapping[str, str], ipvs: bool = False,
                        ipvs_services: Mapping[str, str] | None = None,
                        unavailable: Sequence[str] = (), time_note: str | None = None) -> Verdict | None:
     """The verdict for a connection that got no answer (None when it was answered).
 
-    `packets`: the connection's traced packets (attribution), in hop order; `drops`: the flow's
+    `trace`: what the connection's rule trace says (its mode's explainer reads it); `drops`: the flow's
     kernel drop events; `drop_members`: netns inode -> member; `netns`: member -> namespace name;
     `ipvs`: kube-proxy balances with IPVS (an empty virtual service explains a silent drop);
     `unavailable`: why some evidence could not be collected, said when nothing was found; `time_note`: why
@@ -170,9 +165,24 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
     """
     if cl.outcome == "reply":
         return None
+    v = _verdict(cl, trace, drops, drop_members, netns, ipvs, ipvs_services, unavailable, time_note)
+    v.point = death_point(cl, v.at, v.direction) or v.point
+    return v
+
+
+def death_point(cl: ConnLedger, at: str | None, direction: str) -> str | None:
+    """Where the packet died: the last capture point in the member `at` that saw it going `direction`
+    (None when no point of that member saw it: the verdict keeps the last point that did)."""
+    hops = cl.request if direction == "request" else cl.reply
+    return next((h.point for h in reversed(hops) if at is not None and h.info.member == at), None)
+
+
+def _verdict(cl: ConnLedger, trace: ConnTrace, drops: Sequence[DropEvent], drop_members: Mapping[int, str],
+             netns: Mapping[str, str], ipvs: bool, ipvs_services: Mapping[str, str] | None,
+             unavailable: Sequence[str], time_note: str | None) -> Verdict:
     last = cl.request[-1] if cl.request else None
     point = last.point if last else None
-    v = _rule_verdict(cl, packets, netns)
+    v = _rule_verdict(trace, netns)
     kernel = matching(drops, conn_tuples(cl), drop_members, client_ends(cl))
     timed = by_time(drops, cl.window[0], cl.window[1] + TIME_SLACK_NS, cl.request[0].pkt.proto) \
         if cl.window and cl.request and not kernel else []
@@ -189,8 +199,8 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
         return v
     icmp = _icmp_reply(cl)
     if timed:  # only read when no drop matched the tuple
-        return _with_entry(_no_rule(_time_verdict(cl, timed, netns, icmp, time_note), packets, ipvs), cl,
-                           packets, ipvs)
+        return _with_entry(_no_rule(_time_verdict(cl, timed, netns, icmp, time_note), trace, ipvs), cl,
+                           trace, ipvs)
     if kernel:
         ev, member = next(((e, m) for e, m in kernel if e.reason != "NOT_SPECIFIED"), kernel[0])
         direction = "reply" if any((ev.proto, ev.src, ev.sport, ev.dst, ev.dport) == (h.pkt.proto, h.pkt.src,
@@ -199,18 +209,18 @@ def connection_verdict(cl: ConnLedger, packets: Sequence[TracedPacket], drops: S
                     reason=ev.reason, joined="tuple", function=ev.function, why=meaning(ev.reason, ev.function))
         v.text = f"dropped by the kernel on {member} ({v.direction}): {describe(ev.reason, ev.function)}; " \
                  f"packet {packet_text(ev)}"
-        _no_rule(v, packets, ipvs)
+        _no_rule(v, trace, ipvs)
         if icmp is not None:
             v.icmp = _icmp_name(icmp)
             v.text += f"; {icmp.pkt.src} sent ICMP {v.icmp}"
-        return _with_entry(v, cl, packets, ipvs)
+        return _with_entry(v, cl, trace, ipvs)
     if icmp is not None:
         name = _icmp_name(icmp)
         sender = icmp.info.member
         v = Verdict(sender, netns.get(sender), "ICMP", "icmp reply", "request", point, icmp=name,
                     why=f"{icmp.pkt.src} answered with ICMP {name} instead of the service")
         v.text = f"refused on {sender}: ICMP {name} from {icmp.pkt.src}"
-        return _with_entry(v, cl, packets, ipvs)
+        return _with_entry(v, cl, trace, ipvs)
     if ipvs and last is not None and last.info.node:
         empty = ipvs_empty_services((ipvs_services or {}).get(last.info.node, ""))
         svc = f"{last.pkt.proto.upper()} {last.pkt.dst}:{last.pkt.dport}"
@@ -247,18 +257,18 @@ def _time_verdict(cl: ConnLedger, timed: Sequence[DropEvent], netns: Mapping[str
     return v
 
 
-def _no_rule(v: Verdict, packets: Sequence[TracedPacket], ipvs: bool) -> Verdict:
+def _no_rule(v: Verdict, trace: ConnTrace, ipvs: bool) -> Verdict:
     """A NETFILTER_DROP on a node whose rule trace has the packet and no DROP (else _rule_verdict would have
     named the rule): conntrack dropped it. Not with IPVS, which drops in the hook itself (no real server)."""
-    if v.reason == "NETFILTER_DROP" and not ipvs and any(p.node == v.at for p in packets):
+    if v.reason == "NETFILTER_DROP" and not ipvs and v.at in trace.traced:
         v.why = NO_RULE_DROPPED
         v.text += f"; {NO_RULE_DROPPED}"
     return v
 
 
-def _with_entry(v: Verdict, cl: ConnLedger, packets: Sequence[TracedPacket], ipvs: bool) -> Verdict:
+def _with_entry(v: Verdict, cl: ConnLedger, trace: ConnTrace, ipvs: bool) -> Verdict:
     """Name the conntrack entry that sent the packet where it died, when one did."""
-    got = _dnat_entry(cl, packets, ipvs)
+    got = _dnat_entry(cl, trace, ipvs)
     if got is not None:
         v.conntrack = got[0]
         v.text += f"; {got[1]}"

@@ -50,6 +50,7 @@ class Pkt:
     ack: int | None
     payload: bytes
     outer: Outer | None = None
+    size: int | None = None  # the outermost IP header's total length (bytes, without the link layer)
 
     @property
     def tuple4(self) -> tuple[str, int | None, str, int | None]:
@@ -68,7 +69,7 @@ def _decode(ip: object, point: str, index: int, ts_ns: int) -> Pkt | None:
 
     if not isinstance(ip, IP):
         return None
-    outer = None
+    outer, size = None, int(ip.len) if ip.len is not None else None
     if ip.proto == 4 and isinstance(ip.payload, IP):
         outer, ip = Outer("ipip", ip.src, ip.dst), ip.payload
     elif isinstance(ip.payload, UDP) and (ip.payload.dport in VXLAN_PORTS or ip.payload.sport in VXLAN_PORTS):
@@ -93,7 +94,7 @@ def _decode(ip: object, point: str, index: int, ts_ns: int) -> Pkt | None:
     else:
         proto, payload = "ip", bytes(l4)
     return Pkt(point, index, ts_ns, proto, ip.src, ip.dst, sport, dport, flags, int(ip.id), seq, ack,
-               payload, outer)
+               payload, outer, size)
 
 
 def read_pcap(path: Path, point: str) -> list[Pkt]:

@@ -14,8 +14,9 @@ from kpemu.inputs.locate import located
 from kpemu.inputs.topology import read_topology_source
 from kpemu.inputs.yaml_reader import read_yaml
 from kpemu.model import topology_from_data
+from kpemu.model.modes import MODE_FACTS
 from kpemu.model.parse import parse_model
-from kpemu.model.scenario import FAULT_KINDS, Scenario, ScenarioSpec, check_expectations, check_flow_names
+from kpemu.model.scenario import FAULT_KINDS, Expectation, Scenario, ScenarioSpec, check_expectations, check_flow_names
 from kpemu.model.topology import Topology
 from kpemu.plan.fabric import capture_points, plan_fabric
 from kpemu.plan.flows import resolve_flows
@@ -33,10 +34,10 @@ def load_scenario(path: str | Path, proxy_mode: str | None = None, lab: str | No
     """Read and validate a scenario file and its topology; InputError lists every problem.
 
     `proxy_mode` (iptables | ipvs | nftables) overrides the topology's kubeProxy.mode and names the
-    lab `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations (written for
-    the file's mode) are dropped, the others are kept. Every hop's `at` must be one of the lab's capture
-    points. `lab` (the CLI's --name) replaces the lab name the file gives: two copies of one
-    scenario run at once under two names.
+    lab `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations and a `died: by:`
+    naming one of its chains (written for the file's mode) are dropped, the others are kept. Every hop's
+    `at` must be one of the lab's capture points. `lab` (the CLI's --name) replaces the lab name the
+    file gives: two copies of one scenario run at once under two names.
     """
     return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode, lab)
 
@@ -73,8 +74,7 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
         data["kubeProxy"] = {**kp, "mode": proxy_mode}
         data["name"] = f"{data['name']}-{proxy_mode}"
         if proxy_mode != native:
-            spec = spec.model_copy(update={"expect": [e.model_copy(update={"rules": [], "golden": None})
-                                                      for e in spec.expect]})
+            spec = spec.model_copy(update={"expect": [_in_other_mode(e, native, proxy_mode) for e in spec.expect]})
     try:
         topo = topology_from_data(data, topo_file)
     except InputError as e:
@@ -92,6 +92,17 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
     if problems:
         raise InputError(problems)
     return Scenario(spec, topo, path, flows)
+
+
+def _in_other_mode(e: Expectation, native: str, mode: str) -> Expectation:
+    """An expectation written for kube-proxy mode `native`, in `mode`: without its rule lines and golden,
+    and without a `died: by:` that names one of `native`'s chains (not `mode`'s): those are that mode's
+    words. Where and why the packet died (`at`, `reason`) are kept."""
+    died = e.died
+    if died is not None and died.by and MODE_FACTS.get(native) and MODE_FACTS[native].names_a_chain(died.by) \
+            and not (MODE_FACTS.get(mode) and MODE_FACTS[mode].names_a_chain(died.by)):
+        died = died.model_copy(update={"by": None})
+    return e.model_copy(update={"rules": [], "golden": None, "died": died})
 
 
 def _topology_file(scenario: Path, name: str) -> tuple[dict[str, Any], str]:

@@ -7,6 +7,7 @@ registry (kpemu.proxy.modes) builds each mode's behaviour on its row.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 OLDEST_MINOR, NEWEST_MINOR = 10, 37  # kube-proxy releases 1.10 .. 1.37 are modelled (see proxy/versions.py)
@@ -32,6 +33,11 @@ class ModeFacts:
     nft_comments_cut_from: int | None = None
     # the KubeProxyNFTablesLocalhostNodePorts gate serves loopback nodePortAddresses from a userspace proxy
     localhost_nodeport_proxy: bool = False
+    chain_names: str = r"KUBE-[A-Z0-9-]+"  # (a regex) what kube-proxy's chains are called in this mode
+
+    def names_a_chain(self, word: str) -> bool:
+        """Whether `word` (a `died: by:`) is the name of one of this mode's kube-proxy chains (or maps)."""
+        return re.fullmatch(self.chain_names, word) is not None
 
     def accepts(self, minor: int) -> bool:
         """Whether kpemu models this mode for release 1.<minor>."""
@@ -44,5 +50,5 @@ MODE_FACTS: dict[str, ModeFacts] = {f.name: f for f in (
     ModeFacts("nftables", "nftables", OLDEST_NFT_MINOR, NEWEST_NFT_MINOR,
               f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} to "
               f"1.{NEWEST_NFT_MINOR}", config_section="nftables", nft_comments_cut_from=37,
-              localhost_nodeport_proxy=True),
+              localhost_nodeport_proxy=True, chain_names=r"[a-z][a-z0-9]*(?:-[a-z0-9/_.]+)+"),
 )}

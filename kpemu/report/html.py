@@ -21,7 +21,7 @@ from kpemu.model.topology import Topology
 from kpemu.report.graph import topology_svg
 from kpemu.report.mermaid import change_text, hop_point, sequence_diagram, tuple_text
 from kpemu.report.runreport import RunReport
-from kpemu.report.table import DIED, hop_numbers, verdict_lines
+from kpemu.report.table import DIED, hop_numbers, opened_line, verdict_lines
 from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
 
 _CSS = """body{font-family:sans-serif;margin:20px auto;max-width:1240px;padding:0 12px;line-height:1.35}
@@ -204,12 +204,18 @@ def _explanation(flow: Mapping) -> str:
     return "<h3>Explanation</h3>" + "".join(out) if out else ""
 
 
+# a flow's heading by whether its expectations held (None: it had none)
+_STATE = {True: ("ok", "ok"), False: ("fail", "failed"), None: ("", "no expectation")}
+_TOC_STATE = {True: "", False: " (failed)", None: " (no expectation)"}
+
+
 def _flow(flow: Mapping, details: Mapping[int, Mapping] | None, files: set[str]) -> str:
     name = str(flow.get("name"))
     ok = flow.get("ok")
     died = flow.get("verdict")
-    mark = (f"<span class=\"fail\">{DIED} died on {_esc(died.get('at'))}</span>" if died else
-            f"<span class=\"{'ok' if ok else 'fail'}\">{'ok' if ok else 'failed'}</span>")
+    mark = f"<span class=\"{_STATE[ok][0]}\">{_STATE[ok][1]}</span>"
+    if died:  # a death the flow expected is no failure; the heading says ok only when every expectation held
+        mark += f" <span class=\"{'fail' if ok is False else 'died'}\">{DIED} died on {_esc(died.get('at'))}</span>"
     out = [f"<section id=\"flow-{_e(name)}\"><h2>Flow {_e(name)}: {_esc(flow.get('from'))} -&gt; "
            f"{_esc(flow.get('to'))} ({_esc(flow.get('protocol'))}) {mark}</h2>"]
     conns = flow.get("connections") or []
@@ -233,6 +239,8 @@ def _flow(flow: Mapping, details: Mapping[int, Mapping] | None, files: set[str])
         out.append(_hop_table(flow, details, files))
         if died:
             out.append("".join(f'<p class="fail">{_e(line)}</p>' for line in verdict_lines(died)))
+        if rep is not None and opened_line(rep):
+            out.append(f"<p>{_e(str(opened_line(rep)))}</p>")
         out.append(_wireshark(flow, files))
     else:
         out.append("<p>No packet of this flow was captured.</p>")
@@ -287,7 +295,7 @@ def render_html(hops: RunReport, topo: Topology | None = None,
              ("kernel", hops.get("kernel")), ("kube-proxy mode", hops.get("mode")), ("lab", hops.get("lab")),
              ("duration", f"{hops['seconds']:.2f}s" if isinstance(hops.get("seconds"), int | float) else None)]
     toc = [("topology", "Topology")] if topo is not None else []
-    toc += [(f"flow-{f.get('name')}", f"Flow {f.get('name')}" + ("" if f.get("ok") else " (failed)")) for f in flows]
+    toc += [(f"flow-{f.get('name')}", f"Flow {f.get('name')}" + _TOC_STATE[f.get("ok")]) for f in flows]
     toc += [(f"extra-{i}", t) for i, t in enumerate(extra_sections or {})]
     toc += ([("expectations", "Expectations")] if checks else []) + ([("files", "Files")] if files else [])
     out = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from kpemu.report.mermaid import hop_point, sequence_diagram
 from kpemu.report.runreport import ConnectionReport, FlowReport, RunReport, representative, request_hops
-from kpemu.report.table import HEADERS, endpoint, hop_rows, verdict_lines, verdict_row
+from kpemu.report.table import HEADERS, endpoint, hop_rows, opened_line, verdict_lines, verdict_row
 from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
 
 HOP_HEADERS = (HEADERS[0], "frame", *HEADERS[1:])
@@ -107,6 +107,8 @@ def render_markdown(report: RunReport) -> str:
                 row = verdict_row(verdict)
                 out += [_md_row([row[0], "", *row[1:]]), ""]
                 out += [f"**{line}**" if i == 0 else line for i, line in enumerate(verdict_lines(verdict))]
+            if opened_line(rep):
+                out += ["", str(opened_line(rep))]
             tshark, _ = commands(RUN_PCAPNG, flow["name"], rep["index"])
             out += ["", f"Frames are numbered in `{RUN_PCAPNG}` (this flow alone: `{flow_pcapng(flow['name'])}`). "
                     "This connection hop by hop, in tshark (in Wireshark: the same -d, -o and -Y):", "",

@@ -60,8 +60,10 @@ def sequence_diagram(flow: dict) -> str:
             seen.append(p)
             lines.append(f"    participant {participant_id(p)} as {p}")
     verdict = flow.get("verdict") or {}
-    dying = max((i for i, h in enumerate(hops) if h.get("direction") == verdict.get("direction", "request")),
-                default=None) if verdict else None
+    going = [i for i, h in enumerate(hops) if h.get("direction") == verdict.get("direction", "request")]
+    # the cross is drawn where the packet died (verdict.point), else at its last sighting
+    dying = next((i for i in reversed(going) if hop_point(hops[i]) == verdict.get("point")),
+                 going[-1] if going else None) if verdict else None
     prev = None
     for i, h in enumerate(hops):
         cur = participant_id(hop_point(h))

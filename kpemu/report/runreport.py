@@ -65,11 +65,12 @@ class ConnectionReport(TypedDict):
     conntrack: list[dict[str, str]]  # {node, line}
     ipvs: list[dict[str, str]]  # {node, line}
     verdict: NotRequired[dict[str, Any] | None]  # why it died (kpemu.analyse.verdict)
+    opened: NotRequired[list[HopReport]]  # the answered first packet, when a later one died (`hops`)
 
 
 FlowReport = TypedDict("FlowReport", {
     "name": str,
-    "ok": bool,
+    "ok": bool | None,  # every expectation on the flow held (None: the flow had none)
     "from": str,
     "to": str,
     "protocol": str,

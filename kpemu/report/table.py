@@ -66,3 +66,17 @@ def verdict_lines(v: dict) -> list[str]:
     if v.get("why"):
         out.append(f"Why: {v['why']}")
     return out
+
+
+def opened_line(conn: Mapping) -> str | None:
+    """For a connection whose table follows a later packet that died (hops.json `opened`): where its
+    answered first packet got, in words; None for the others."""
+    opened = conn.get("opened") or []
+    if not opened:
+        return None
+    req = [h for h in opened if h.get("direction") == "request"]
+    rep = [h for h in opened if h.get("direction") == "reply"]
+    went = f"reached {hop_point(req[-1])}" if req else "was seen"
+    back = f" and its answer came back to {hop_point(rep[-1])}" if rep else ""
+    return (f"Its first packet {went}{back}; the hops above are the later packet the kernel reported dropped "
+            "(opened in hops.json holds the first one's).")

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kpemu.report.runreport import RunReport, representative
-from kpemu.report.table import HEADERS, hop_rows, verdict_lines, verdict_row
+from kpemu.report.table import HEADERS, hop_rows, opened_line, verdict_lines, verdict_row
 
 
 def word_widths(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[int]:
@@ -69,6 +69,8 @@ def print_summary(console: Console, report: RunReport, out_dir: str, title: str 
                 console.print(line, highlight=False, markup=False, overflow="ignore", crop=False)
         for line in verdict_lines(verdict) if verdict else []:
             console.print(f"  [red]{escape(line)}[/red]", highlight=False)
+        if rep and opened_line(rep):
+            console.print(f"  {escape(str(opened_line(rep)))}", highlight=False)
         for e in (rep["conntrack"] if rep else []):
             console.print(f"  conntrack {e['node']}: {e['line']}", highlight=False)
         for e in (rep["ipvs"] if rep else []):

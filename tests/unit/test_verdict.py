@@ -10,8 +10,9 @@ import pytest
 from kpemu.analyse.attribution.xtables import packets_for, parse_trace
 from kpemu.analyse.drops import parse_drops, window
 from kpemu.analyse.expect import check_died
+from kpemu.analyse.explain.xtables_trace import xtables_conn_trace
 from kpemu.analyse.ledger import ConnLedger, Hop, PointInfo
-from kpemu.analyse.verdict import connection_verdict, ipvs_empty_services
+from kpemu.analyse.verdict import NO_TRACE, connection_verdict, ipvs_empty_services
 from kpemu.capture.pcap import Pkt
 from kpemu.errors import InputError
 from kpemu.inputs.scenario import load_scenario
@@ -49,7 +50,7 @@ def test_the_rule_that_dropped_the_syn_is_named_from_the_trace_with_hook_table_c
     pkts = packets_for(cl.hops, parse_trace((DATA / "etp_local_no_endpoint_node2.txt").read_text(), "node2"))
     drops = parse_drops(REASONS + "DROP 100 4026532382 3 12 nft_do_chain 6 10.242.72.50 192.168.1.101 41891 30080 "
                                   "0 0.0.0.0 0.0.0.0 0 0 60\n")
-    v = connection_verdict(cl, pkts, drops, MEMBERS, NETNS)
+    v = connection_verdict(cl, xtables_conn_trace(cl, pkts), drops, MEMBERS, NETNS)
     assert v is not None
     assert (v.at, v.netns, v.action, v.evidence, v.direction) == ("node2", "kp-t-node2", "DROP", "netfilter trace",
                                                                   "request")
@@ -63,7 +64,7 @@ def test_the_rule_that_dropped_the_syn_is_named_from_the_trace_with_hook_table_c
 def test_an_answered_connection_has_no_verdict() -> None:
     cl = dropped_syn()
     cl.outcome = "reply"
-    assert connection_verdict(cl, [], [], MEMBERS, NETNS) is None
+    assert connection_verdict(cl, NO_TRACE, [], MEMBERS, NETNS) is None
 
 
 def test_a_kernel_drop_after_dnat_joins_the_connection_by_the_clients_own_end() -> None:
@@ -73,14 +74,14 @@ def test_a_kernel_drop_after_dnat_joins_the_connection_by_the_clients_own_end() 
                       "0.0.0.0 0 0 60\n"
                       "DROP 6 4026532313 3 16 ip_rcv_finish_core 6 10.242.72.50 10.244.0.2 45999 80 0 0.0.0.0 "
                       "0.0.0.0 0 0 60\n")
-    v = connection_verdict(cl, [], parse_drops(text), MEMBERS, NETNS)
+    v = connection_verdict(cl, NO_TRACE, parse_drops(text), MEMBERS, NETNS)
     assert v is not None and (v.action, v.at, v.reason, v.function) == ("KERNEL-DROP", "node1", "IP_RPFILTER",
                                                                         "ip_rcv_finish_core")
     assert v.evidence == "kfree_skb by tuple" and "10.242.72.50:45201 > 10.244.0.2:80 (60 bytes)" in v.text
     assert "reverse-path" in v.why
     # a drop of another connection (other client port) in another namespace is not this one's
     other = dropped_syn(45999, "192.168.1.100")
-    assert connection_verdict(other, [], parse_drops(text), {4026532382: "node2"}, NETNS).action == "UNKNOWN"
+    assert connection_verdict(other, NO_TRACE, parse_drops(text), {4026532382: "node2"}, NETNS).action == "UNKNOWN"
 
 
 def test_a_vxlan_drop_is_joined_by_its_inner_tuple_and_the_reply_direction_is_told() -> None:
@@ -90,13 +91,13 @@ def test_a_vxlan_drop_is_joined_by_its_inner_tuple_and_the_reply_direction_is_to
     cl.reply = [hop("client/eth0", "external", None, "10.244.1.5", 80, "10.242.72.50", 41891, "reply", 7, t=3)]
     text = REASONS + "DROP 9 4026532177 5 2 __dev_forward_skb2 17 192.168.1.100 192.168.1.101 51724 8472 6 " \
                      "10.244.0.0 10.244.1.5 37292 80 1514\n"
-    v = connection_verdict(cl, [], parse_drops(text), {4026532177: "underlay"}, NETNS)
+    v = connection_verdict(cl, NO_TRACE, parse_drops(text), {4026532177: "underlay"}, NETNS)
     assert (v.at, v.reason, v.direction) == ("underlay", "NOT_SPECIFIED", "request")
     assert "10.244.0.0:37292 > 10.244.1.5:80 inside VXLAN 192.168.1.100:51724 > 192.168.1.101:8472 (1514 bytes)" in \
         v.text and "larger than the MTU" in v.why
     client_drop = REASONS + "DROP 9 4026532594 2 3 tcp_v4_rcv 6 10.244.1.5 10.242.72.50 80 41891 0 0.0.0.0 " \
                             "0.0.0.0 0 0 52\n"
-    v = connection_verdict(cl, [], parse_drops(client_drop), MEMBERS, NETNS)
+    v = connection_verdict(cl, NO_TRACE, parse_drops(client_drop), MEMBERS, NETNS)
     assert (v.at, v.reason, v.function, v.direction) == ("client", "NO_SOCKET", "tcp_v4_rcv", "reply")
 
 
@@ -105,7 +106,7 @@ def test_an_icmp_error_instead_of_an_answer_is_the_verdict() -> None:
     cl.outcome = "refused"
     cl.reply = [hop("node2/eth0", "node", "node2", "192.168.1.101", None, "10.242.72.50", None, "reply", 9, "icmp",
                     bytes([3, 3, 0, 0]), 2)]
-    v = connection_verdict(cl, [], [], MEMBERS, NETNS)
+    v = connection_verdict(cl, NO_TRACE, [], MEMBERS, NETNS)
     assert (v.action, v.at, v.icmp, v.evidence) == ("ICMP", "node2", "port unreachable", "icmp reply")
     assert v.text == "refused on node2: ICMP port unreachable from 192.168.1.101"
 
@@ -113,9 +114,10 @@ def test_an_icmp_error_instead_of_an_answer_is_the_verdict() -> None:
 def test_ipvs_without_a_real_server_and_nothing_found_say_so() -> None:
     save = "-A -t 10.96.0.10:80 -s rr\n-A -t 192.168.1.101:30080 -s rr\n-a -t 10.96.0.10:80 -r 10.244.1.5:80 -m -w 1\n"
     assert ipvs_empty_services(save) == {"TCP 192.168.1.101:30080"}
-    v = connection_verdict(dropped_syn(), [], [], MEMBERS, NETNS, "ipvs", {"node2": save})
+    v = connection_verdict(dropped_syn(), NO_TRACE, [], MEMBERS, NETNS, "ipvs", {"node2": save})
     assert (v.action, v.at, v.hook) == ("IPVS-NO-REAL-SERVER", "node2", "INPUT")
-    v = connection_verdict(dropped_syn(), [], [], MEMBERS, NETNS, unavailable=["kernel drop reasons: no bpftrace"])
+    v = connection_verdict(dropped_syn(), NO_TRACE, [], MEMBERS, NETNS,
+                           unavailable=["kernel drop reasons: no bpftrace"])
     assert v.action == "UNKNOWN"
     assert v.text == ("last seen at node2/eth0; no rule dropped it in the trace and the kernel reported no drop for "
                       "its tuple (kernel drop reasons: no bpftrace)")
@@ -133,7 +135,7 @@ def test_drop_text_parses_reason_names_and_a_window_keeps_only_its_flow() -> Non
 def test_died_expectation_passes_and_a_wrong_one_prints_expected_and_seen() -> None:
     cl = dropped_syn()
     pkts = packets_for(cl.hops, parse_trace((DATA / "etp_local_no_endpoint_node2.txt").read_text(), "node2"))
-    v = connection_verdict(cl, pkts, [], MEMBERS, NETNS)
+    v = connection_verdict(cl, xtables_conn_trace(cl, pkts), [], MEMBERS, NETNS)
     ok = Expectation(flow="f", outcome="dropped",
                      died=DiedExpect(at="node2", by="KUBE-EXTERNAL-SERVICES", reason="has no local endpoints"))
     [c] = check_died(ok, "f", {0: v})
@@ -149,16 +151,23 @@ def test_died_expectation_passes_and_a_wrong_one_prints_expected_and_seen() -> N
 def test_the_diagram_ends_in_a_cross_and_the_page_shows_a_red_mark() -> None:
     cl = dropped_syn()
     pkts = packets_for(cl.hops, parse_trace((DATA / "etp_local_no_endpoint_node2.txt").read_text(), "node2"))
-    v = connection_verdict(cl, pkts, [], MEMBERS, NETNS).to_json()
-    flow = {"name": "f", "from": "client", "to": "192.168.1.101:30080", "ok": True, "verdict": v,
+    v = connection_verdict(cl, xtables_conn_trace(cl, pkts), [], MEMBERS, NETNS).to_json()
+    flow = {"name": "f", "from": "client", "to": "192.168.1.101:30080", "protocol": "TCP", "ok": True, "verdict": v,
             "hops": [h.to_json(0) for h in cl.hops]}
     mer = sequence_diagram(flow)
     assert "    client_eth0-xnode2_eth0: 10.242.72.50:41891 > 192.168.1.101:30080 [S]" in mer
     assert "Note over node2_eth0: died: DROP on node2 in INPUT: filter -A KUBE-EXTERNAL-SERVICES" in mer
     assert verdict_row(v)[:2] == ("✗", "node2 (kp-t-node2)") and verdict_row(v)[4] == "died: DROP"
     page = render_html({"scenario": "s", "ok": True, "flows": [flow]})
-    assert '<span class="fail">✗ died on node2</span>' in page and ">ok</span>" not in page
+    # it died as the flow expected: the heading says ok, and where it died, not in red
+    assert '(TCP) <span class="ok">ok</span> <span class="died">✗ died on node2</span></h2>' in page
     assert page.count('<text class="died"') == 1
+    page = render_html({"scenario": "s", "ok": False, "flows": [{**flow, "ok": False}]})
+    assert '(TCP) <span class="fail">failed</span> <span class="fail">✗ died on node2</span></h2>' in page
+    assert ">ok</span>" not in page
+    page = render_html({"scenario": "s", "ok": True, "flows": [{**flow, "ok": None}]})
+    assert '(TCP) <span class="">no expectation</span> <span class="died">✗ died on node2</span></h2>' in page
+    assert ">ok</span>" not in page
 
 
 def _scenario(tmp_path: Path, faults: str, expect: str) -> Path:
@@ -212,12 +221,12 @@ def test_a_drop_at_an_address_a_conntrack_entry_dnated_to_names_the_entry_and_wh
     cl = _udp_through_entry("node2/flannel.1", "node2")
     drops = parse_drops("REASON 70 NEIGH_FAILED\nDROP 9 4026532382 4 70 neigh_invalidate 17 10.244.0.3 10.244.1.5 "
                         "40053 53 0 0.0.0.0 0.0.0.0 0 0 55\n")
-    v = connection_verdict(cl, [], drops, MEMBERS, NETNS)
+    v = connection_verdict(cl, NO_TRACE, drops, MEMBERS, NETNS)
     assert (v.at, v.reason, v.conntrack) == ("node2", "NEIGH_FAILED", f"node1: {CT_LINE}")
     assert v.text.endswith(f"; DNATed to 10.244.1.5; conntrack entry on node1: {CT_LINE}")
     # traced on node1 without any DNAT rule: the packet matched the entry, the nat rules were not consulted
     raw = TracedPacket("node1", "1", [Visit("1", {}, [Event("raw", "PREROUTING", "policy", "ACCEPT", None, "")])])
-    v = connection_verdict(cl, [raw], drops, MEMBERS, NETNS)
+    v = connection_verdict(cl, xtables_conn_trace(cl, [raw]), drops, MEMBERS, NETNS)
     assert v.text.endswith(f"; DNATed to 10.244.1.5 by an existing conntrack entry on node1 (no nat rule was "
                            f"consulted): {CT_LINE}")
     assert "conntrack" in v.words() and "NEIGH_FAILED" in v.words()
@@ -232,10 +241,11 @@ def test_with_ipvs_a_drop_in_the_hook_is_not_blamed_on_conntrack_and_ipvs_made_t
                         "40053 53 0 0.0.0.0 0.0.0.0 0 0 55\n")
     traced = [TracedPacket(n, "1", [Visit("1", {}, [Event("raw", "PREROUTING", "policy", "ACCEPT", None, "")])])
               for n in ("node1", "node2")]
-    v = connection_verdict(cl, traced, drops, MEMBERS, NETNS)  # iptables mode: no DROP rule traced on node2
+    # iptables mode: no DROP rule traced on node2
+    v = connection_verdict(cl, xtables_conn_trace(cl, traced), drops, MEMBERS, NETNS)
     assert v.text.endswith(f"; {NO_RULE_DROPPED}; DNATed to 10.244.1.5 by an existing conntrack entry on node1 "
                            f"(no nat rule was consulted): {CT_LINE}")
-    v = connection_verdict(cl, traced, drops, MEMBERS, NETNS, ipvs=True)
+    v = connection_verdict(cl, xtables_conn_trace(cl, traced), drops, MEMBERS, NETNS, ipvs=True)
     assert v.text.endswith(f"(55 bytes); DNATed to 10.244.1.5 by IPVS; conntrack entry on node1: {CT_LINE}")
     assert NO_RULE_DROPPED not in v.text
 
@@ -290,7 +300,7 @@ def test_a_drop_read_without_its_packet_is_joined_by_time_window_and_protocol_an
     cl.outcome = "no-reply"
     cl.reply = [hop("client/eth0", "external", None, "10.244.1.5", 80, "10.242.72.50", 41891, "reply", 7, t=3)]
     cl.window = (10989_000_000_000, 10990_100_000_000)
-    v = connection_verdict(cl, [], events, MEMBERS, NETNS, time_note="KPEMU_DROP_TRACE=tracefs")
+    v = connection_verdict(cl, NO_TRACE, events, MEMBERS, NETNS, time_note="KPEMU_DROP_TRACE=tracefs")
     assert (v.action, v.evidence, v.joined, v.reason, v.function) == (
         "KERNEL-DROP", "kfree_skb by time window", "time window", "NO_SOCKET", "tcp_v4_rcv")
     assert (v.at, v.direction, v.point) == ("client", "reply", "client/eth0")
@@ -300,14 +310,15 @@ def test_a_drop_read_without_its_packet_is_joined_by_time_window_and_protocol_an
                       "IPv4 drop(s) in that time; last seen at client/eth0")
     # outside the connection's window nothing is joined
     cl.window = (10991_000_000_000, 10992_000_000_000)
-    assert connection_verdict(cl, [], events, MEMBERS, NETNS).action == "UNKNOWN"
+    assert connection_verdict(cl, NO_TRACE, events, MEMBERS, NETNS).action == "UNKNOWN"
 
 
 def test_a_rule_verdict_is_confirmed_by_a_netfilter_drop_in_its_time_window() -> None:
     cl = dropped_syn()
     cl.window = (100, 200)
     pkts = packets_for(cl.hops, parse_trace((DATA / "etp_local_no_endpoint_node2.txt").read_text(), "node2"))
-    v = connection_verdict(cl, pkts, parse_drops("NOTE no bpftrace\nTDROP 150 NETFILTER_DROP ?\n"), MEMBERS, NETNS)
+    drops = parse_drops("NOTE no bpftrace\nTDROP 150 NETFILTER_DROP ?\n")
+    v = connection_verdict(cl, xtables_conn_trace(cl, pkts), drops, MEMBERS, NETNS)
     assert (v.action, v.chain, v.reason, v.joined) == ("DROP", "KUBE-EXTERNAL-SERVICES", "NETFILTER_DROP",
                                                        "time window")
     assert v.text.endswith("; the kernel confirms: NETFILTER_DROP (joined by time window)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kpemu.proxy.nftables.tx import Table
+from kpemu.proxy.nftables.tx import Element, Table
 
 KUBE_PROXY = "kube-proxy"
 _LINE = re.compile(r"^trace id (\S+) (?:(ip6?|inet|arp|bridge|netdev) )?(\S+) (\S+) "
@@ -38,6 +38,12 @@ class NftHop:
     def rule_text(self) -> str | None:
         """The rule without its trailing comment (as kube-proxy's transaction writes it)."""
         return None if self.rule is None else _COMMENT.sub("", self.rule)
+
+
+def rule_comment(rule: str) -> str | None:
+    """The trailing `comment "..."` of a rule as the trace lists it, or None."""
+    m = _COMMENT.search(rule)
+    return m[1] if m else None
 
 
 def parse_trace(text: str) -> dict[str, list[NftHop]]:
@@ -98,6 +104,21 @@ def _dnat_map_arm(text: str, dnat: str | None) -> str | None:
     return f"numgen map arm {arm} (1 in {m[1]})" if arm else None
 
 
+def map_element(hop: NftHop, table: Table, packet: str | None = None) -> Element | None:
+    """The element of the verdict map `hop`'s rule looked up (`vmap @name`) that gave its verdict, for
+    `packet`'s protocol, port and (for a three-part key) destination; None for other rules."""
+    m = re.search(r"vmap @(\S+)$", hop.rule_text or "")
+    if not (m and hop.verdict and m[1] in table.sets):
+        return None
+    f = packet_fields(packet or "")
+    proto, port = f.get("proto"), f.get("dport")
+    for e in table.sets[m[1]].elements:
+        if e.value == hop.verdict and (not f or (e.key[-2:] == (proto, port)
+                                                 and (len(e.key) == 2 or e.key[0] == f.get("ip daddr")))):
+            return e
+    return None
+
+
 def attribute(hop: NftHop, table: Table, packet: str | None = None, dnat: str | None = None) -> str:
     """What acted at `hop`: the verdict-map element or numgen arm behind its verdict (or, for a DNAT
     map, the arm that gave `dnat`), else the rule."""
@@ -105,16 +126,9 @@ def attribute(hop: NftHop, table: Table, packet: str | None = None, dnat: str | 
     arm = _dnat_map_arm(text, dnat)
     if arm:
         return arm
-    m = re.search(r"vmap @(\S+)$", text)
-    if m and hop.verdict and m[1] in table.sets:
-        f = packet_fields(packet or "")
-        proto, port = f.get("proto"), f.get("dport")
-        for e in table.sets[m[1]].elements:
-            if e.value != hop.verdict:
-                continue
-            key_ok = not f or (e.key[-2:] == (proto, port) and (len(e.key) == 2 or e.key[0] == f.get("ip daddr")))
-            if key_ok:
-                return f"element {{ {' . '.join(e.key)} : {e.value} }} of map {m[1]}"
+    e = map_element(hop, table, packet)
+    if e is not None:
+        return f"element {{ {' . '.join(e.key)} : {e.value} }} of map {e.container}"
     m = re.search(r"numgen random mod (\d+) vmap \{ (.*) \}$", text)
     if m and hop.verdict:
         arm = next((a for a in re.split(r"\s*,\s*", m[2]) if a.split(" : ", 1)[1].strip() == hop.verdict), None)

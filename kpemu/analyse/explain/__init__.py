@@ -3,6 +3,8 @@
 `xtables-monitor --trace` (kpemu.analyse.explain.iptables) and `nft monitor trace`
 (kpemu.analyse.explain.nft) each attribute the ledger's changes to rules, walk the hooks and check
 the model oracle; both take a `TraceData` and give a `FlowExplanation` (kpemu.analyse.explain.types).
+Both read their trace into the same terms for the verdicts (xtables_trace, nft_trace), which one step
+gives every unanswered connection (kpemu.analyse.explain.verdicts).
 """
 
 from __future__ import annotations

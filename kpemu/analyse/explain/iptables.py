@@ -25,22 +25,21 @@ from kpemu.analyse.attribution.xtables import (
     kernel_kube_path,
     kube_chain_path,
 )
-from kpemu.analyse.drops import parse_drops, time_note
 from kpemu.analyse.explain.types import FlowExplanation
+from kpemu.analyse.explain.verdicts import balances_with_ipvs, flow_verdicts
+from kpemu.analyse.explain.xtables_trace import xtables_conn_trace
 from kpemu.analyse.hooks import CLAIMS, check_hook_claim, hook_walk, hooks_only, walk_text
 from kpemu.analyse.ledger import ConnLedger, FlowLedger
 from kpemu.analyse.oracle import predict_for_topology
 from kpemu.analyse.oracle.compare import compare_paths
 from kpemu.analyse.oracle.types import Packet, Prediction
-from kpemu.analyse.verdict import connection_verdict
-from kpemu.model.names import netns_name
+from kpemu.analyse.verdict import ConnTrace
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
 from kpemu.plan.tracing import LOST_EVENTS, TraceData, load_balancer_of
 from kpemu.proxy.state import ProxyState
 
 MAX_COUNTER_RULES = 40
-MAX_DROP_EVENTS = 40
 
 
 def access_kind(topo: Topology, flow: ResolvedFlow) -> str | None:
@@ -54,11 +53,6 @@ def access_kind(topo: Topology, flow: ResolvedFlow) -> str | None:
     if t.address is not None and load_balancer_of(topo, flow) is not None:
         return "LoadBalancer"
     return None
-
-
-def balances_with_ipvs(proxy: ProxyState) -> bool:
-    """Whether the lab's kube-proxy balances with IPVS: its nodes' state has IPVS virtual servers to walk."""
-    return any(n.walk.ipvs is not None for n in proxy.nodes.values())
 
 
 def _request_packets(cl: ConnLedger, att: ConnAttribution, ipvs: bool = False) -> list[TracedPacket]:
@@ -194,7 +188,7 @@ def explain_iptables_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, da
     cache: dict[tuple[str, Packet], Prediction] = {}
     ipvs = balances_with_ipvs(proxy)
     rep = fl.representative
-    _verdicts(topo, fl, atts, data, ex, services, ipvs)
+    flow_verdicts(topo, fl, _conn_traces(fl, atts), data, ex, services, ipvs)
     for cl in fl.connections:
         att = atts.get(cl.index) or ConnAttribution()
         firsts = _request_packets(cl, att, ipvs)
@@ -234,29 +228,15 @@ def explain_iptables_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, da
     return ex
 
 
-def _verdicts(topo: Topology, fl: FlowLedger, atts: Mapping[int, ConnAttribution], data: TraceData,
-              ex: FlowExplanation, services: Mapping[str, str], ipvs: bool) -> None:
-    """A verdict for every connection that got no answer, from the trace and the kernel's drops."""
-    events = parse_drops(data.drops)
-    members = {int(k): m for k, m in data.drop_members.items()}
-    note = time_note(data.drops)
-    ex.drops = {"available": data.drops_unavailable is None and bool(data.drop_members),
-                "reason": data.drops_unavailable, "joined": "time window" if note else "tuple", "note": note,
-                "events": [{**e.to_json(), "member": members.get(e.netns_inode)} for e in events
-                           if e.netns_inode in members or e.netns_inode == 0][:MAX_DROP_EVENTS]}
-    unavailable = [f"rule trace: {ex.reason}"] if not ex.traced and ex.reason else []
-    if data.drops_unavailable:
-        unavailable.append(f"kernel drop reasons: {data.drops_unavailable}")
-    netns = {m: netns_name(topo.name, m) for m in {*members.values(), *(n.name for n in topo.nodes)}}
+def _conn_traces(fl: FlowLedger, atts: Mapping[int, ConnAttribution]) -> dict[int, ConnTrace]:
+    """Each connection's traced packets, in hop order, in the verdict's terms."""
+    out = {}
     for cl in fl.connections:
         order = list(dict.fromkeys(h.info.node or h.info.member for h in cl.hops))
         pkts = sorted((atts.get(cl.index) or ConnAttribution()).packets,
                       key=lambda p: order.index(p.node) if p.node in order else len(order))
-        for h in cl.hops:
-            netns.setdefault(h.info.member, h.info.netns)
-        v = connection_verdict(cl, pkts, events, members, netns, ipvs, services, unavailable, note)
-        if v is not None:
-            ex.verdicts[cl.index] = v
+        out[cl.index] = xtables_conn_trace(cl, pkts)
+    return out
 
 
 def _describe_rep(topo: Topology, flow: ResolvedFlow, cl: ConnLedger, att: ConnAttribution,

@@ -18,8 +18,10 @@ from itertools import pairwise
 
 from kpemu.analyse.attribution.nft import DNAT_MAP, KUBE_PROXY, NftHop, attribute, journeys, kube_path, packet_fields
 from kpemu.analyse.attribution.phrases import conntrack_phrase, outer_phrase
+from kpemu.analyse.explain.nft_trace import nft_conn_trace
 from kpemu.analyse.explain.types import FlowExplanation
-from kpemu.analyse.ledger import FlowLedger
+from kpemu.analyse.explain.verdicts import balances_with_ipvs, flow_verdicts
+from kpemu.analyse.ledger import FlowLedger, conn_tuples
 from kpemu.analyse.oracle import predict_for_topology
 from kpemu.analyse.oracle.compare import compare_paths
 from kpemu.analyse.oracle.types import Packet
@@ -60,10 +62,20 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
                      captures: Mapping[str, str], ipvs_services: Mapping[str, str],
                      altered: frozenset[str]) -> FlowExplanation:
     """Model vs kernel and per-hop attribution for one flow from each node's `nft monitor trace`, against
-    the run's generated tables (`proxy`). The trace names every rule that acted, so the captures,
-    IPVS services and fault-altered nodes the iptables explainer reads are not needed here."""
+    the run's generated tables (`proxy`), and a verdict for every connection that got no answer (from the
+    trace's drops and rejects, the kernel's drop reasons and the captures: kpemu.analyse.explain.verdicts).
+    The oracle checks no packet on a node whose rules a fault changed (`altered`), nor where its
+    connection died outside netfilter. The trace names every rule that acted, so the captures the
+    iptables explainer reads are not needed here."""
     ex = FlowExplanation(traced=bool(data.texts) and data.unavailable is None, reason=data.unavailable)
     _attribute_ledger(topo, fl, data.texts, proxy)
+    tables = {n: t for n in data.texts if (t := proxy.node(n).walk.nft) is not None} if ex.traced else {}
+    texts = data.texts if ex.traced else {}
+    traces = {cl.index: nft_conn_trace(cl, texts, tables, list(dict.fromkeys(h.info.node or h.info.member
+                                                                              for h in cl.hops)))
+              for cl in fl.connections}
+    flow_verdicts(topo, fl, traces, data, ex, ipvs_services, balances_with_ipvs(proxy))
+    tuples = {cl.index: conn_tuples(cl) for cl in fl.connections}
     proto = flow.protocol.lower()
     replies_from = {flow.dst_ip} | {ip for ip, _ in _backends(topo, flow)}
     for node, text in sorted(data.texts.items()):
@@ -74,13 +86,18 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
             # a backend's reply is not a request; a hairpin request comes from a backend too, to the service
             if pkt is None or (pkt.src in replies_from and (pkt.dst, pkt.dport) != (flow.dst_ip, flow.dst_port)):
                 continue
-            pred = predict_for_topology(topo, node, pkt, state=proxy.node(node))
-            for d in compare_paths(pred, kube_path(hops), _kernel_dnat(hops)):
-                if d.describe() not in ex.disagreements:
-                    ex.disagreements.append(d.describe())
-            ex.oracle_checked += 1
-            if node not in ex.oracle_nodes:
-                ex.oracle_nodes.append(node)
+            why = _not_checked(node, pkt, altered, fl, ex, tuples)
+            if why is not None:
+                if why not in ex.unchecked:
+                    ex.unchecked.append(why)
+            else:
+                pred = predict_for_topology(topo, node, pkt, state=proxy.node(node))
+                for d in compare_paths(pred, kube_path(hops), _kernel_dnat(hops)):
+                    if d.describe() not in ex.disagreements:
+                        ex.disagreements.append(d.describe())
+                ex.oracle_checked += 1
+                if node not in ex.oracle_nodes:
+                    ex.oracle_nodes.append(node)
             if node not in ex.chains:
                 table = table or proxy.node(node).walk.nft
                 acted = [h for h in hops if h.table == KUBE_PROXY and h.rule is not None]
@@ -91,7 +108,24 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
                 ex.hooks[node] = {"walk": walk, "text": " -> ".join(ex.chains[node])}
     if ex.traced and not ex.oracle_checked and ex.reason is None:
         ex.reason = "no new request packet entered kube-proxy's table in the trace"
+    if not ex.traced and ex.reason is None:
+        ex.reason = "tracing was off (--no-trace)"
     return ex
+
+
+def _not_checked(node: str, pkt: Packet, altered: frozenset[str], fl: FlowLedger, ex: FlowExplanation,
+                 tuples: Mapping[int, set[tuple]]) -> str | None:
+    """Why the oracle does not check `pkt` on `node`: a fault changed the rules there (the oracle knows
+    the generated ones), or its connection died there outside netfilter, where the model's path goes on."""
+    if node in altered:
+        return f"a fault changed the rules on {node}"
+    for cl in fl.connections:
+        died = ex.verdicts.get(cl.index)
+        if died and died.at == node and died.evidence != "netfilter trace" \
+                and (pkt.proto, pkt.src, pkt.sport, pkt.dst, pkt.dport) in tuples[cl.index]:
+            return (f"connection {cl.index} died on {node} outside netfilter ({died.reason or died.action}), "
+                    "where the model's path goes on")
+    return None
 
 
 def _backends(topo: Topology, flow: ResolvedFlow) -> list[tuple[str, int]]:
