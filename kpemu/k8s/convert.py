@@ -24,6 +24,7 @@ from kpemu.k8s.objects import K8sObject, is_kubernetes, located
 from kpemu.k8s.service import Allocator, ServiceIn, ipv4, read_service
 from kpemu.model.modes import MODE_FACTS, NEWEST_MINOR, OLDEST_MINOR
 from kpemu.model.parse import Lines
+from kpemu.model.unmodelled import refused_fields
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -495,7 +496,27 @@ class _Import:
         return out
 
     # -- the whole ------------------------------------------------------------------------------
+    def refuse_unmodelled(self) -> None:
+        """A problem for every field set that asks for what kpemu does not model (kpemu.model.unmodelled)."""
+        for u in refused_fields():
+            for o in self.kind(str(u.kind)):
+                value: Any = o.data
+                for k in str(u.field).split("."):
+                    value = value.get(k) if isinstance(value, dict) else None
+                if value is None or value == u.default or value == {}:
+                    continue
+                if u.without_slices and self._from_slices_exist(o.key):
+                    continue
+                self.problems.append(o.problem(str(u.field), f"kpemu does not model {u.what} ({u.effect}): "
+                                                             f"remove {u.field} to import the rest"))
+
+    def _from_slices_exist(self, key: str) -> bool:
+        ns, _, name = key.partition("/")
+        return any(e.namespace == ns and (_meta(e).get("labels") or {}).get(SERVICE_NAME_LABEL) == name
+                   for e in self.kind("EndpointSlice")) or any(e.key == key for e in self.kind("Endpoints"))
+
     def run(self) -> Imported:
+        self.refuse_unmodelled()
         cni = self.read_nodes()
         kube_proxy = self.kube_proxy()
         pods = self.read_pods()
