@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.cli_run import ROOT, kpemu
+from tests.helpers import ROOT
+from tests.helpers import cli as kpemu
 
 FIXTURE = ROOT / "tests" / "data" / "k8s" / "features-1.33.yaml"
 EXPECTED = ROOT / "tests" / "data" / "features"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from kpemu.model.unmodelled import UNMODELLED, refused_fields
 from scripts.unmodelled_readme import README, section, updated
-from tests.unit.cli_run import kpemu, without_places
+from tests.helpers import cli as kpemu
+from tests.helpers import without_places
 
 
 def test_the_readme_section_is_up_to_date() -> None:
