@@ -120,7 +120,7 @@ DOCS: dict[str, str] = {
     "Endpoint.port": "The endpoint's port (default: the Service port's targetPort).",
     "Endpoint.node": "The node the endpoint lives on (for Local traffic policies).",
     "Endpoint.ready": "conditions.ready: a ready endpoint receives traffic.",
-    "Endpoint.serving": "conditions.serving (unset: true): a terminating endpoint that still serves can be a fallback "
+    "Endpoint.serving": "conditions.serving: a terminating endpoint that still serves can be a fallback "
                         "(unset: serving, as kube-proxy reads an unset condition).",
     "Endpoint.terminating": "conditions.terminating: the endpoint is going away.",
     "Endpoint.hints": "The EndpointSlice hints: the zones (forZones) and, 1.34+, nodes (forNodes) that use it.",
