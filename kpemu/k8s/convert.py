@@ -24,6 +24,7 @@ from kpemu.k8s.objects import K8sObject, is_kubernetes, located
 from kpemu.k8s.service import Allocator, ServiceIn, ipv4, read_service
 from kpemu.model.modes import MODE_FACTS, NEWEST_MINOR, OLDEST_MINOR
 from kpemu.model.parse import Lines
+from kpemu.model.topology import FeatureGates
 from kpemu.model.unmodelled import refused_fields
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -123,6 +124,9 @@ class _Import:
         linux = (d.get("linux") or {}) if alpha2 else d
         if alpha2 and linux.get("masqueradeAll") is not None:
             out["masqueradeAll"] = linux["masqueradeAll"]
+        gates = {k: v for k, v in (d.get("featureGates") or {}).items() if k in FeatureGates.model_fields}
+        if gates:
+            out["featureGates"] = gates
         if d.get("detectLocalMode"):
             out["detectLocalMode"] = d["detectLocalMode"]
         for key in ("bridgeInterface", "interfaceNamePrefix"):
@@ -503,6 +507,8 @@ class _Import:
                 value: Any = o.data
                 for k in str(u.field).split("."):
                     value = value.get(k) if isinstance(value, dict) else None
+                if isinstance(value, dict) and u.modelled_keys:
+                    value = {k: v for k, v in value.items() if k not in u.modelled_keys}
                 if value is None or value == u.default or value == {}:
                     continue
                 if u.without_slices and self._from_slices_exist(o.key):

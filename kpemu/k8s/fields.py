@@ -53,7 +53,7 @@ READ: dict[str, tuple[Pattern, ...]] = {
                                  "ipvs scheduler", "nftables masqueradeBit", "nftables masqueradeAll",
                                  "detectLocalMode", "detectLocal bridgeInterface", "detectLocal interfaceNamePrefix",
                                  "detectLocal clusterCIDRs", "conntrack tcpBeLiberal", "linux masqueradeAll",
-                                 "linux conntrack tcpBeLiberal"),
+                                 "linux conntrack tcpBeLiberal", "featureGates"),
     "ConfigMap": _p(*_META, "data config.conf"),
 }
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kpemu.model.topology import FeatureGates
+
 
 @dataclass(frozen=True)
 class Unmodelled:
@@ -22,13 +24,15 @@ class Unmodelled:
     field: str | None = None
     default: object = None
     without_slices: bool = False  # refused only for a Service whose endpoints come from its pods
+    modelled_keys: tuple[str, ...] = ()  # a mapping field's keys kpemu does model (not refused)
 
 
 UNMODELLED: tuple[Unmodelled, ...] = (
     Unmodelled("IPv6 and dual-stack", "kube-proxy runs one proxier per family (ip6tables, table ip6 "
                "kube-proxy, KUBE-6-* ipsets); kpemu programs IPv4 only and leaves a Service's IPv6 half out"),
-    Unmodelled("feature gates", "a gate changes what kube-proxy programs (e.g. PreferSameTrafficDistribution "
-               "in 1.33); kpemu models each release's defaults", "KubeProxyConfiguration", "featureGates"),
+    Unmodelled("feature gates but those kubeProxy.featureGates lists", "a gate changes what kube-proxy programs "
+               "(e.g. PreferSameTrafficDistribution in 1.33); kpemu models each release's defaults",
+               "KubeProxyConfiguration", "featureGates", modelled_keys=tuple(FeatureGates.model_fields)),
     Unmodelled("hostnameOverride", "kube-proxy's node name decides which endpoints are local; kpemu uses "
                "the Node's name", "KubeProxyConfiguration", "hostnameOverride", ""),
     Unmodelled("IPVS strictARP", "arp_ignore=1 and arp_announce=2 on the node", "KubeProxyConfiguration",

@@ -36,15 +36,17 @@ status: {addresses: [{type: InternalIP, address: 192.168.58.2}], nodeInfo: {kube
 def test_import_refuses_each_listed_field_naming_it(tmp_path: Path) -> None:
     f = tmp_path / "c.yaml"
     f.write_text(NODE + "---\napiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
-                 "mode: ipvs\nfeatureGates: {PreferSameTrafficDistribution: true}\nipvs: {strictARP: true, "
-                 "tcpTimeout: 0s}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {selector: "
-                 "{app: web}, publishNotReadyAddresses: true, ports: [{port: 80}]}\n")
+                 "mode: ipvs\nfeatureGates: {PreferSameTrafficDistribution: true, "
+                 "KubeProxyNFTablesLocalhostNodePorts: false}\nipvs: {strictARP: true, tcpTimeout: 0s}\n---\n"
+                 "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n"
+                 "spec: {selector: {app: web}, publishNotReadyAddresses: true, ports: [{port: 80}]}\n")
     res = kpemu("import", str(f))
     assert res.returncode == 2 and not res.stdout and "Traceback" not in res.stderr
     assert without_places(res.stderr, f).splitlines() == [
-        f"{f}: line 10: document 2 (KubeProxyConfiguration) featureGates: kpemu does not model feature gates (a gate "
-        "changes what kube-proxy programs (e.g. PreferSameTrafficDistribution in 1.33); kpemu models each release's "
-        "defaults): remove featureGates to import the rest",
+        f"{f}: line 10: document 2 (KubeProxyConfiguration) featureGates: kpemu does not model feature gates "
+        "but those kubeProxy.featureGates lists (a gate changes what kube-proxy programs (e.g. "
+        "PreferSameTrafficDistribution in 1.33); kpemu models each release's defaults): remove featureGates to "
+        "import the rest",
         f"{f}: line 11: document 2 (KubeProxyConfiguration) ipvs.strictARP: kpemu does not model IPVS strictARP "
         "(arp_ignore=1 and arp_announce=2 on the node): remove ipvs.strictARP to import the rest",
         f"{f}: line 16: document 3 (Service default/web) spec.publishNotReadyAddresses: kpemu does not model "
