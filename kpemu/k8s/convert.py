@@ -393,8 +393,9 @@ class _Import:
             else:
                 at = next(sl for sl in slices if e.where.startswith(f"EndpointSlice {sl.key} "))
                 self.problems.append(at.problem(e.where.rsplit(" ", 1)[1], f"{e.ip} is also in {first.where} with "
-                                                "other conditions, node or hints; kube-proxy keeps either, by map "
-                                                "order: make them agree or remove one"))
+                                                "other conditions, node or hints; which one kube-proxy keeps depends "
+                                                "on the order it reads them and on the node: make them agree or "
+                                                "remove one"))
         return list(seen.values())
 
     def _endpoints_eps(self, e: K8sObject) -> list[_Ep]:

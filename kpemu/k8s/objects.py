@@ -128,6 +128,10 @@ def _config_map(doc: dict[str, Any], src: _Source, where: str, root: tuple[int |
     meta = doc.get("metadata") or {}
     label = f"{where} (ConfigMap {meta.get('namespace') or 'default'}/{meta.get('name')})".strip()
     text = (doc.get("data") or {}).get(KUBE_PROXY_CONFIG_KEY)
+    if meta.get("name") == "kube-proxy" and text is not None and not isinstance(text, str):
+        problems.append(src.problem((*root, "data", KUBE_PROXY_CONFIG_KEY), f'{label} data["{KUBE_PROXY_CONFIG_KEY}"]',
+                                    "Invalid value: must be a string (the KubeProxyConfiguration file)"))
+        return
     if meta.get("name") != "kube-proxy" or not isinstance(text, str):
         problems.append(src.problem(root, label, "kpemu reads only the kube-proxy ConfigMap (its data "
                                                  f"{KUBE_PROXY_CONFIG_KEY!r}): kubectl -n kube-system get cm "

@@ -116,3 +116,25 @@ def test_each_detect_local_mode_in_each_mode(tmp_path: Path, config: str, ipt: s
             f"-m set --match-set KUBE-CLUSTER-IP {ipvs}") in text("ipvs", "iptables-restore").splitlines()
     assert (f"add rule ip kube-proxy service-SUSTUHLJ-default/web/tcp/http ip daddr 10.96.10.10 tcp dport 80 {nft}"
             in text("nftables", "nft").splitlines())
+
+
+def test_hostile_configmaps_and_slices_are_refused_naming_the_field(tmp_path: Path) -> None:
+    node = ("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nspec: {podCIDR: 10.244.0.0/24}\n"
+            "status: {addresses: [{type: InternalIP, address: 192.168.58.2}]}\n---\n")
+    cases = {
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kube-proxy, namespace: kube-system}\n"
+        "data: {config.conf: 5}\n": 'data["config.conf"]: Invalid value: must be a string',
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kube-proxy, namespace: kube-system}\n"
+        'data: {config.conf: "{{"}\n': 'data["config.conf"]: not YAML line 1 of the embedded file',
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: coredns, namespace: kube-system}\ndata: {}\n":
+            "kpemu reads only the kube-proxy ConfigMap",
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s, labels: "
+        "{kubernetes.io/service-name: web}}\nendpoints: [{addresses: [10.244.0.5], hints: {forZones: [a]}}]\n":
+            "endpoints[0].hints.forZones[0]: Invalid value: 'a': must be a mapping",
+    }
+    for i, (doc, said) in enumerate(cases.items()):
+        f = tmp_path / f"h{i}.yaml"
+        f.write_text(node + doc)
+        res = kpemu("import", str(f))
+        assert res.returncode == 2 and not res.stdout and "Traceback" not in res.stderr, res.stderr
+        assert said in res.stderr
