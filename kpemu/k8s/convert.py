@@ -24,9 +24,16 @@ from kpemu.k8s.objects import K8sObject, is_kubernetes, located
 from kpemu.k8s.service import Allocator, ServiceIn, ipv4, read_service
 from kpemu.model.modes import MODE_FACTS, NEWEST_MINOR, OLDEST_MINOR
 from kpemu.model.parse import Lines
+from kpemu.model.topology import FeatureGates
+from kpemu.model.unmodelled import refused_fields
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# kube-proxy's informers select Services and EndpointSlices without these labels (cmd/kube-proxy/app/server.go)
+SKIP_LABELS = ("service.kubernetes.io/service-proxy-name", "service.kubernetes.io/headless")
 DEFAULT_SERVICE_CIDR = "10.96.0.0/12"  # kube-apiserver's --service-cluster-ip-range default (kubeadm)
+CONFIG_V1ALPHA1 = "kubeproxy.config.k8s.io/v1alpha1"
+CONFIG_V1ALPHA2 = "kubeproxy.config.k8s.io/v1alpha2"  # the internal config's shape (KEP-784), not served yet
 
 
 @dataclass
@@ -48,6 +55,13 @@ class _Ep:
     serving: bool
     terminating: bool
     ports: tuple[tuple[str, int], ...]  # (service port name, number), sorted
+    hints: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # (forZones, forNodes); None: no hints
+    where: str = field(default="", compare=False)  # the object field it came from, for messages
+
+    def same(self, other: _Ep) -> bool:
+        """Whether kube-proxy reads the two alike (where they came from aside)."""
+        return (self.node, self.ready, self.serving, self.terminating, self.hints) == (
+            other.node, other.ready, other.serving, other.terminating, other.hints)
 
 
 def _meta(obj: K8sObject) -> dict[str, Any]:
@@ -86,15 +100,43 @@ class _Import:
             self.problems.append(c.problem("mode", f"Unsupported value: {mode!r}: kpemu models kube-proxy modes "
                                                    f"{', '.join(names)} and {last}"))
         out["mode"] = mode
-        cidrs = [x.strip() for x in str(d.get("clusterCIDR") or "").split(",") if x.strip()]
+        api = str(d.get("apiVersion") or "")
+        alpha2 = api == CONFIG_V1ALPHA2
+        if api not in (CONFIG_V1ALPHA1, CONFIG_V1ALPHA2):
+            self.problems.append(c.problem("apiVersion", f"Unsupported value: {api!r}: expected {CONFIG_V1ALPHA1!r} "
+                                                         f"(or {CONFIG_V1ALPHA2!r})"))
+        if alpha2:
+            self.notes.append(f"KubeProxyConfiguration {CONFIG_V1ALPHA2} read with the names it gives "
+                              "(detectLocal.clusterCIDRs, linux.masqueradeAll, linux.conntrack); kube-proxy 1.37 "
+                              f"and older load only {CONFIG_V1ALPHA1}")
+        local = d.get("detectLocal") or {}
+        raw = local.get("clusterCIDRs") or [] if alpha2 else str(d.get("clusterCIDR") or "").split(",")
+        cidrs = [str(x).strip() for x in raw if str(x).strip()]
         v4 = [x for x in cidrs if ":" not in x]
         if v4:
             out["clusterCIDR"] = v4[0]
         section = MODE_FACTS[mode].config_section if mode in MODE_FACTS else "iptables"
         ipt = d.get(section) or {}  # only the iptables section has localhostNodePorts
-        for key in ("masqueradeBit", "masqueradeAll", *(("localhostNodePorts",) if section == "iptables" else ())):
+        for key in ("masqueradeBit", *(() if alpha2 else ("masqueradeAll",)),
+                    *(("localhostNodePorts",) if section == "iptables" else ())):
             if ipt.get(key) is not None:
                 out[key] = ipt[key]
+        linux = (d.get("linux") or {}) if alpha2 else d
+        if alpha2 and linux.get("masqueradeAll") is not None:
+            out["masqueradeAll"] = linux["masqueradeAll"]
+        gates = {k: v for k, v in (d.get("featureGates") or {}).items() if k in FeatureGates.model_fields}
+        if gates:
+            out["featureGates"] = gates
+        if d.get("detectLocalMode"):
+            out["detectLocalMode"] = d["detectLocalMode"]
+        for key in ("bridgeInterface", "interfaceNamePrefix"):
+            if local.get(key):
+                out[key] = local[key]
+        if (linux.get("conntrack") or {}).get("tcpBeLiberal"):
+            if version and int(version.split(".")[1]) < 29:
+                self.notes.append(f"conntrack.tcpBeLiberal is a 1.29+ setting; kube-proxy {version} ignores it")
+            else:
+                out["tcpBeLiberal"] = True
         npa = [x for x in d.get("nodePortAddresses") or [] if ":" not in x]
         if "primary" in npa:  # 1.29+: the node's primary address(es), i.e. its InternalIP
             npa = [x for x in npa if x != "primary"] + [f"{n['ip']}/32" for n in self.nodes.values()]
@@ -141,6 +183,9 @@ class _Import:
             cidrs = [spec.get("podCIDR"), *(spec.get("podCIDRs") or [])]
             pod_cidr = next((c for c in cidrs if c and ":" not in c), None)
             node: dict[str, Any] = {"name": n.name, "ip": ip, "podCIDR": pod_cidr}
+            zone = (_meta(n).get("labels") or {}).get(ZONE_LABEL)
+            if zone:
+                node["zone"] = str(zone)
             for spec in cni_registry.specs():
                 said = spec.recognise(ann)
                 if said:
@@ -213,6 +258,10 @@ class _Import:
         `taken`: Services already in topology form whose addresses and ports are in use."""
         svcs: list[ServiceIn] = []
         for o in self.kind("Service"):
+            skip = next((k for k in SKIP_LABELS if k in (_meta(o).get("labels") or {})), None)
+            if skip:
+                self.notes.append(f"Service {o.key}: labelled {skip}: kube-proxy does not watch it; left out")
+                continue
             s = read_service(o, self.problems)
             if s is None:
                 continue
@@ -238,7 +287,8 @@ class _Import:
                 s.spec["clusterIP"] = alloc.cluster_ip(key)
                 self.notes.append(f"Service {key}: clusterIP {s.spec['clusterIP']} allocated from {cidr}")
             for p in s.spec["ports"]:
-                if p["nodePort"] is None and s.spec["type"] != "ClusterIP":
+                if p["nodePort"] is None and s.spec["type"] != "ClusterIP" \
+                        and s.spec.get("allocateLoadBalancerNodePorts", True):
                     p["nodePort"] = alloc.node_port(f"{key}:{p['name']}", p["protocol"])
                     self.notes.append(f"Service {key}: port {p['name'] or p['port']} nodePort {p['nodePort']} "
                                       f"allocated from {node_ports}")
@@ -273,13 +323,22 @@ class _Import:
     # -- endpoints -------------------------------------------------------------------------------
     def _slices(self, key: str) -> list[K8sObject]:
         ns, _, name = key.partition("/")
-        return [e for e in self.kind("EndpointSlice") if e.namespace == ns
-                and ((_meta(e).get("labels") or {}).get(SERVICE_NAME_LABEL) == name)]
+        out = []
+        for e in self.kind("EndpointSlice"):
+            labels = _meta(e).get("labels") or {}
+            if e.namespace != ns or labels.get(SERVICE_NAME_LABEL) != name:
+                continue
+            skip = next((k for k in SKIP_LABELS if k in labels), None)
+            if skip:
+                self.notes.append(f"EndpointSlice {e.key}: labelled {skip}: kube-proxy does not watch it; left out")
+                continue
+            out.append(e)
+        return out
 
     def _from_slices(self, s: ServiceIn) -> list[_Ep] | None:
         slices = self._slices(s.obj.key)
         if slices:
-            return [ep for sl in slices for ep in self._slice_eps(sl)]
+            return self._dedupe(s, slices, [ep for sl in slices for ep in self._slice_eps(sl)])
         legacy = [e for e in self.kind("Endpoints") if e.key == s.obj.key]
         if legacy:
             return [ep for e in legacy for ep in self._endpoints_eps(e)]
@@ -296,17 +355,48 @@ class _Import:
                              if p.get("port")))
         out = []
         for i, e in enumerate(sl.data.get("endpoints") or []):
-            for j, a in enumerate(e.get("addresses") or []):
+            addrs = e.get("addresses") or []
+            for j, a in enumerate(addrs):
                 if not ipv4(a):
                     self.problems.append(sl.problem(f"endpoints[{i}].addresses[{j}]", f"Invalid value: {a!r}: must be "
                                                     "a valid IPv4 address (addressType IPv4)"))
+            if len(addrs) > 1:
+                self.notes.append(f"EndpointSlice {sl.key}: endpoints[{i}] has {len(addrs)} addresses; kube-proxy "
+                                  f"uses the first, {addrs[0]}")
+            if not addrs or not ipv4(addrs[0]):
+                continue
             c = e.get("conditions") or {}
-            ready = c.get("ready") is not False  # nil means ready
-            serving = c.get("serving") if c.get("serving") is not None else ready
+            ready = c.get("ready") is not False  # nil means ready (endpointslicecache)
+            serving = c.get("serving") is not False  # nil means serving
             node = e.get("nodeName") or (e.get("topology") or {}).get("kubernetes.io/hostname")
-            out += [_Ep(a, self._node(node), ready, bool(serving), bool(c.get("terminating")), ports)
-                    for a in e.get("addresses") or [] if ipv4(a)]
+            hints = e.get("hints")
+            kept = None if hints is None else (
+                tuple(sorted(str(z.get("name")) for z in hints.get("forZones") or [] if isinstance(z, dict))),
+                tuple(sorted(str(n.get("name")) for n in hints.get("forNodes") or [] if isinstance(n, dict))))
+            out.append(_Ep(addrs[0], self._node(node), ready, serving, c.get("terminating") is True, ports, kept,
+                           f"EndpointSlice {sl.key} endpoints[{i}]"))
         return out
+
+    def _dedupe(self, s: ServiceIn, slices: list[K8sObject], eps: list[_Ep]) -> list[_Ep]:
+        """One endpoint per address and port set, as endpointslicecache keys them (ip:port): the same
+        endpoint in two slices is one; two that differ in what kube-proxy reads are refused, since
+        which one kube-proxy keeps depends on its map order (and on the node)."""
+        seen: dict[tuple[str, tuple[tuple[str, int], ...]], _Ep] = {}
+        for e in eps:
+            key = (e.ip, e.ports)
+            first = seen.get(key)
+            if first is None:
+                seen[key] = e
+            elif first.same(e):
+                self.notes.append(f"Service {s.obj.key}: {e.where} repeats {first.where} ({e.ip}); kube-proxy "
+                                  "keeps one")
+            else:
+                at = next(sl for sl in slices if e.where.startswith(f"EndpointSlice {sl.key} "))
+                self.problems.append(at.problem(e.where.rsplit(" ", 1)[1], f"{e.ip} is also in {first.where} with "
+                                                "other conditions, node or hints; which one kube-proxy keeps depends "
+                                                "on the order it reads them and on the node: make them agree or "
+                                                "remove one"))
+        return list(seen.values())
 
     def _endpoints_eps(self, e: K8sObject) -> list[_Ep]:
         out = []
@@ -370,10 +460,14 @@ class _Import:
                                                "numbers; kpemu models that for single-port Services only"))
             return
         same = sorted(selected, key=lambda e: e.ip) == sorted(sliced or [], key=lambda e: e.ip)
-        if spec.get("selector") and (sliced is None or same) and complete and selected and not per_endpoint:
+        hinted = sliced is not None and (spec.get("trafficDistribution") is not None
+                                         or any(e.hints is not None for e in eps))
+        if spec.get("selector") and (sliced is None or same) and complete and selected and not per_endpoint \
+                and not hinted:
             return  # the selector says it all
         if spec.get("selector"):
-            why = ("the selector matches no pod" if not selected
+            why = ("the EndpointSlices' hints are kube-proxy's input" if hinted
+                   else "the selector matches no pod" if not selected
                    else "the EndpointSlices differ from the selector's pods" if not same and sliced is not None
                    else "the selector's pods serve the named targetPort on different numbers" if per_endpoint
                    else "some selected pods lack the named targetPort")
@@ -382,12 +476,13 @@ class _Import:
         elif sliced is None:
             self.notes.append(f"Service {key}: no selector and no EndpointSlices or Endpoints: no endpoints")
         only = spec["ports"][0] if len(names) == 1 else None
-        spec["endpoints"] = [self._endpoint(e, only) for e in sorted(eps, key=lambda e: ipaddress.IPv4Address(e.ip))]
+        spec["endpoints"] = [self._endpoint(e, only, hinted)
+                             for e in sorted(eps, key=lambda e: ipaddress.IPv4Address(e.ip))]
 
     @staticmethod
-    def _endpoint(e: _Ep, only: dict[str, Any] | None) -> dict[str, Any]:
+    def _endpoint(e: _Ep, only: dict[str, Any] | None, hinted: bool = False) -> dict[str, Any]:
         """An explicit endpoint; its own port only for a single-port Service (the topology's
-        endpoint port applies to every port of the Service)."""
+        endpoint port applies to every port of the Service); `hinted`: its hints written, {} for none."""
         out: dict[str, Any] = {"ip": e.ip}
         port = dict(e.ports).get(only["name"]) if only else None
         if port is not None and port != only["targetPort"]:
@@ -396,14 +491,39 @@ class _Import:
             out["node"] = e.node
         if not e.ready:
             out["ready"] = False
-        if e.serving != e.ready:
-            out["serving"] = e.serving
+        if not e.serving:  # unset reads as serving, as endpointslicecache reads a nil condition
+            out["serving"] = False
         if e.terminating:
             out["terminating"] = True
+        if e.hints is not None or hinted:
+            zones, nodes = e.hints or ((), ())
+            out["hints"] = {k: v for k, v in (("forZones", list(zones)), ("forNodes", list(nodes))) if v}
         return out
 
     # -- the whole ------------------------------------------------------------------------------
+    def refuse_unmodelled(self) -> None:
+        """A problem for every field set that asks for what kpemu does not model (kpemu.model.unmodelled)."""
+        for u in refused_fields():
+            for o in self.kind(str(u.kind)):
+                value: Any = o.data
+                for k in str(u.field).split("."):
+                    value = value.get(k) if isinstance(value, dict) else None
+                if isinstance(value, dict) and u.modelled_keys:
+                    value = {k: v for k, v in value.items() if k not in u.modelled_keys}
+                if value is None or value == u.default or value == {}:
+                    continue
+                if u.without_slices and self._from_slices_exist(o.key):
+                    continue
+                self.problems.append(o.problem(str(u.field), f"kpemu does not model {u.what} ({u.effect}): "
+                                                             f"remove {u.field} to import the rest"))
+
+    def _from_slices_exist(self, key: str) -> bool:
+        ns, _, name = key.partition("/")
+        return any(e.namespace == ns and (_meta(e).get("labels") or {}).get(SERVICE_NAME_LABEL) == name
+                   for e in self.kind("EndpointSlice")) or any(e.key == key for e in self.kind("Endpoints"))
+
     def run(self) -> Imported:
+        self.refuse_unmodelled()
         cni = self.read_nodes()
         kube_proxy = self.kube_proxy()
         pods = self.read_pods()

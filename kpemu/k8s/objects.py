@@ -9,11 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from kpemu.errors import InputError, Problem
 from kpemu.k8s.shapes import display, shape_problems
 from kpemu.model.parse import Lines, line_of
 
-KINDS = ("Node", "Pod", "Service", "EndpointSlice", "Endpoints", "KubeProxyConfiguration")
+KINDS = ("Node", "Pod", "Service", "EndpointSlice", "Endpoints", "KubeProxyConfiguration", "ConfigMap")
+KUBE_PROXY_CONFIG_KEY = "config.conf"  # the kube-proxy ConfigMap's key kubeadm (and kube-proxy's --config) use
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,47 @@ def _flatten(doc: object, src: _Source, where: str, root: tuple[int | str, ...],
                       str):
         problems.append(src.problem((*root, "metadata", "name"), f"{where} metadata.name".strip(), "Required value"))
         return
+    if kind == "ConfigMap":
+        _config_map(doc, src, where, root, out, problems)
+        return
     out.append(K8sObject(kind, doc, src.file, where, root, src.lines))
+
+
+def _config_map(doc: dict[str, Any], src: _Source, where: str, root: tuple[int | str, ...], out: list[K8sObject],
+                problems: list[Problem]) -> None:
+    """The kube-proxy ConfigMap (`kubectl -n kube-system get cm kube-proxy -o yaml`): its config.conf
+    is a KubeProxyConfiguration, read as one; any other ConfigMap is refused."""
+    meta = doc.get("metadata") or {}
+    label = f"{where} (ConfigMap {meta.get('namespace') or 'default'}/{meta.get('name')})".strip()
+    text = (doc.get("data") or {}).get(KUBE_PROXY_CONFIG_KEY)
+    if meta.get("name") == "kube-proxy" and text is not None and not isinstance(text, str):
+        problems.append(src.problem((*root, "data", KUBE_PROXY_CONFIG_KEY), f'{label} data["{KUBE_PROXY_CONFIG_KEY}"]',
+                                    "Invalid value: must be a string (the KubeProxyConfiguration file)"))
+        return
+    if meta.get("name") != "kube-proxy" or not isinstance(text, str):
+        problems.append(src.problem(root, label, "kpemu reads only the kube-proxy ConfigMap (its data "
+                                                 f"{KUBE_PROXY_CONFIG_KEY!r}): kubectl -n kube-system get cm "
+                                                 "kube-proxy -o yaml; remove this one"))
+        return
+    at = f'{label} data["{KUBE_PROXY_CONFIG_KEY}"]'
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where_in = f" line {mark.line + 1} of the embedded file" if mark is not None else ""
+        problems.append(src.problem((*root, "data", KUBE_PROXY_CONFIG_KEY), at,
+                                    f"not YAML{where_in}: {getattr(e, 'problem', None) or e}"))
+        return
+    if not isinstance(config, dict) or config.get("kind") != "KubeProxyConfiguration":
+        problems.append(src.problem((*root, "data", KUBE_PROXY_CONFIG_KEY), at,
+                                    "expected a KubeProxyConfiguration (kind: KubeProxyConfiguration)"))
+        return
+    wrong = shape_problems("KubeProxyConfiguration", config)
+    problems += [src.problem((*root, "data", KUBE_PROXY_CONFIG_KEY), f"{at} {display(path)}", message)
+                 for path, message in wrong]
+    if not wrong:
+        out.append(K8sObject("KubeProxyConfiguration", config, src.file, at, (*root, "data", KUBE_PROXY_CONFIG_KEY),
+                             src.lines))
 
 
 def _collect(docs: list[object], src: _Source, out: list[K8sObject], problems: list[Problem]) -> None:

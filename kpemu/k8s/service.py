@@ -21,6 +21,8 @@ TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 _SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")  # IANA_SVC_NAME
 MAX_AFFINITY = 86400
+IP_MODES = ("VIP", "Proxy")
+TRAFFIC_DISTRIBUTIONS = ("PreferClose", "PreferSameZone", "PreferSameNode")
 
 
 def _supported(value: object, allowed: tuple[str, ...]) -> str:
@@ -139,10 +141,8 @@ def _read_ports(spec: dict[str, Any], stype: str, bad: Any, svc: ServiceIn) -> N
     names: set[str] = set()
     seen: set[tuple[int, str]] = set()
     out = []
-    no_lb_node_ports = stype == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is False
-    if no_lb_node_ports:
-        bad("spec.allocateLoadBalancerNodePorts", "kpemu models LoadBalancer Services with nodePorts only; "
-                                                  "remove allocateLoadBalancerNodePorts: false")
+    if stype == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is False:
+        svc.spec["allocateLoadBalancerNodePorts"] = False  # nodePorts only where given
     for i, p in enumerate(ports):
         path = f"spec.ports[{i}]"
         if not isinstance(p, dict):
@@ -242,7 +242,23 @@ def _read_addresses(obj: K8sObject, spec: dict[str, Any], stype: str, bad: Any, 
                                                        "203.0.113.0/24")
     out["loadBalancerSourceRanges"] = [c for r in ranges if (c := _cidr(r))]
     ingress = ((obj.data.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
-    out["loadBalancerIPs"] = [i["ip"] for i in ingress if isinstance(i, dict) and ipv4(i.get("ip"))]
+    for j, i in enumerate(ingress):
+        ip_mode = i.get("ipMode") if isinstance(i, dict) else None
+        if ip_mode is not None and ip_mode not in IP_MODES:
+            bad(f"status.loadBalancer.ingress[{j}].ipMode", _supported(ip_mode, IP_MODES))
+    vips = [i for i in ingress if isinstance(i, dict) and ipv4(i.get("ip"))]
+    out["loadBalancerIPs"] = [i["ip"] for i in vips if i.get("ipMode") != "Proxy"]
+    out["loadBalancerProxyIPs"] = [i["ip"] for i in vips if i.get("ipMode") == "Proxy"]
+    dist = spec.get("trafficDistribution")
+    if dist is not None and dist not in TRAFFIC_DISTRIBUTIONS:
+        bad("spec.trafficDistribution", _supported(dist, TRAFFIC_DISTRIBUTIONS))
+    elif dist is not None:
+        out["trafficDistribution"] = dist
+    ann = (obj.data.get("metadata") or {}).get("annotations") or {}
+    for key, name in (("service.kubernetes.io/topology-mode", "topologyMode"),
+                      ("service.kubernetes.io/topology-aware-hints", "topologyAwareHints")):
+        if key in ann:
+            out[name] = str(ann[key])
     if any(isinstance(i, dict) and i.get("hostname") for i in ingress):
         svc.notes.append("status.loadBalancer.ingress[].hostname not modelled (only ip)")
     if stype == "LoadBalancer" and not out["loadBalancerIPs"] and spec.get("loadBalancerIP"):

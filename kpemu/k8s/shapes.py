@@ -127,9 +127,13 @@ spec sessionAffinityConfig clientIP map
 spec externalIPs list
 spec loadBalancerSourceRanges list
 spec healthCheckNodePort port
+spec allocateLoadBalancerNodePorts bool
+spec trafficDistribution str
 status map
 status loadBalancer map
 status loadBalancer ingress list
+status loadBalancer ingress [] map
+status loadBalancer ingress [] ipMode str
 """),
     "EndpointSlice": _s(_META + """
 addressType str
@@ -143,6 +147,13 @@ endpoints [] conditions serving bool
 endpoints [] conditions terminating bool
 endpoints [] nodeName str
 endpoints [] topology map
+endpoints [] hints map
+endpoints [] hints forZones list
+endpoints [] hints forZones [] map
+endpoints [] hints forZones [] name str
+endpoints [] hints forNodes list
+endpoints [] hints forNodes [] map
+endpoints [] hints forNodes [] name str
 ports list
 ports [] map
 ports [] name str
@@ -180,6 +191,21 @@ ipvs map
 ipvs scheduler str
 nodePortAddresses list
 nodePortAddresses [] str
+detectLocalMode str
+detectLocal map
+detectLocal bridgeInterface str
+detectLocal interfaceNamePrefix str
+detectLocal clusterCIDRs list
+detectLocal clusterCIDRs [] str
+conntrack map
+conntrack tcpBeLiberal bool
+linux map
+linux masqueradeAll bool
+linux conntrack map
+linux conntrack tcpBeLiberal bool
+"""),
+    "ConfigMap": _s(_META + """
+data map
 """),
 }
 

@@ -47,6 +47,14 @@ DOCS: dict[str, str] = {
     "KubeProxy.nodePortRange": "The NodePort range (kube-apiserver's --service-node-port-range), such as "
                                "30000-32767.",
     "KubeProxy.backend": "Which iptables binary programs the node: nft (iptables-nft) or legacy.",
+    "KubeProxy.detectLocalMode": "How kube-proxy tells pod traffic from the rest: ClusterCIDR (default; -s "
+                                 "clusterCIDR), NodeCIDR (the node's podCIDR, 1.18+), BridgeInterface (-i "
+                                 "bridgeInterface, 1.23+) or InterfaceNamePrefix (-i PREFIX+, 1.23+).",
+    "KubeProxy.bridgeInterface": "detectLocalMode BridgeInterface: the bridge pods' traffic comes in on (e.g. cni0).",
+    "KubeProxy.interfaceNamePrefix": "detectLocalMode InterfaceNamePrefix: the prefix of pods' host-side "
+                                     "interfaces (e.g. veth).",
+    "KubeProxy.tcpBeLiberal": "conntrack.tcpBeLiberal (1.29+): kube-proxy sets nf_conntrack_tcp_be_liberal=1, "
+                              "and iptables mode then writes no INVALID drop rule.",
     "KubeProxy.featureGates": "kube-proxy feature gates that change what it programs (others are refused).",
     "FeatureGates.KubeProxyNFTablesLocalhostNodePorts": "nftables mode 1.37+ (alpha, off by default): reject and "
                                                         "count NodePort traffic to 127.0.0.0/8.",
@@ -54,6 +62,7 @@ DOCS: dict[str, str] = {
     "Node.ip": "The node's address on the underlay (its InternalIP).",
     "Node.podCIDR": "The node's pod network (spec.podCIDR); its pods' addresses lie in it.",
     "Node.tunnelIP": "calico: the tunl0 address (default: the first address of podCIDR).",
+    "Node.zone": "The node's topology.kubernetes.io/zone label: which endpoints topology-aware routing gives it.",
     "Pod.name": "The pod's name.",
     "Pod.namespace": "The pod's Kubernetes namespace (default \"default\").",
     "Pod.node": "The node the pod runs on.",
@@ -81,6 +90,16 @@ DOCS: dict[str, str] = {
     "Service.ports": "The Service's ports.",
     "Service.externalIPs": "spec.externalIPs: addresses on which the Service also answers.",
     "Service.loadBalancerIPs": "The load balancer's addresses (status.loadBalancer.ingress[].ip).",
+    "Service.loadBalancerProxyIPs": "Ingress addresses with ipMode: Proxy: the load balancer proxies to the nodes, "
+                                    "so kube-proxy 1.30+ programs nothing for them (1.29 and older: as VIPs).",
+    "Service.allocateLoadBalancerNodePorts": "false: a LoadBalancer without NodePorts (nodePort only where given).",
+    "Service.trafficDistribution": "spec.trafficDistribution: PreferClose (1.31+), PreferSameZone or "
+                                   "PreferSameNode (1.34+): the EndpointSlice controller's hints for the "
+                                   "selector's pods, which kube-proxy follows per node.",
+    "Service.topologyMode": "The service.kubernetes.io/topology-mode annotation: before 1.31 kube-proxy uses "
+                            "hints only when it (1.27+) or topologyAwareHints is set and not Disabled.",
+    "Service.topologyAwareHints": "The service.kubernetes.io/topology-aware-hints annotation (1.24-1.26: hints "
+                                  "only when Auto).",
     "Service.loadBalancerSourceRanges": "The client CIDRs allowed to reach the load balancer addresses (the "
                                         "firewall chains kube-proxy writes).",
     "Service.externalTrafficPolicy": "Cluster (any endpoint, source masqueraded) or Local (only this node's "
@@ -102,8 +121,11 @@ DOCS: dict[str, str] = {
     "Endpoint.node": "The node the endpoint lives on (for Local traffic policies).",
     "Endpoint.ready": "conditions.ready: a ready endpoint receives traffic.",
     "Endpoint.serving": "conditions.serving: a terminating endpoint that still serves can be a fallback "
-                        "(default: as ready).",
+                        "(unset: serving, as kube-proxy reads an unset condition).",
     "Endpoint.terminating": "conditions.terminating: the endpoint is going away.",
+    "Endpoint.hints": "The EndpointSlice hints: the zones (forZones) and, 1.34+, nodes (forNodes) that use it.",
+    "EndpointHints.forZones": "The zones whose nodes use this endpoint (topology-aware routing).",
+    "EndpointHints.forNodes": "The nodes that use this endpoint (PreferSameNode; kube-proxy 1.34+ reads them).",
     "External.name": "The external host's name.",
     "External.ip": "Its address on the underlay (or on its own subnet).",
     "External.subnet": "Its own network behind the underlay router (default: the /24 around ip).",

@@ -75,6 +75,14 @@ class KubeProxy(Strict):
     nodePortRange: str = "30000-32767"
     backend: Literal["nft", "legacy"] = "nft"  # which iptables binary programs the node
     featureGates: FeatureGates = Field(default_factory=FeatureGates)
+    # How kube-proxy tells a pod's traffic from the rest (1.18+; BridgeInterface and
+    # InterfaceNamePrefix 1.23+): None is ClusterCIDR (from clusterCIDR; no detector without it).
+    detectLocalMode: Literal["ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix"] | None = None
+    bridgeInterface: str | None = Field(None, pattern=r"^[A-Za-z0-9_.@:-]{1,15}$")
+    interfaceNamePrefix: str | None = Field(None, pattern=r"^[A-Za-z0-9_.@:-]{1,15}$")
+    # conntrack.tcpBeLiberal: kube-proxy sets net.netfilter.nf_conntrack_tcp_be_liberal=1, and
+    # iptables mode 1.29+ then omits its INVALID drop rule
+    tcpBeLiberal: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -138,6 +146,7 @@ class Node(Strict):
     ip: IPv4
     podCIDR: CIDR
     tunnelIP: IPv4 | None = None  # calico: tunl0 address (default: first address of podCIDR)
+    zone: str | None = None  # the node's topology.kubernetes.io/zone label (topology-aware routing)
 
     _ip = field_validator("ip", "tunnelIP")(lambda v: None if v is None else _check_ip(v))
     _cidr = field_validator("podCIDR")(_check_cidr)
@@ -216,6 +225,13 @@ class ServicePort(Strict):
         return self.targetPort or self.port
 
 
+class EndpointHints(Strict):
+    """An EndpointSlice endpoint's hints: the zones (and, 1.33+, nodes) that should use it."""
+
+    forZones: list[str] = Field(default_factory=list)
+    forNodes: list[str] = Field(default_factory=list)
+
+
 class Endpoint(Strict):
     """An explicit endpoint (instead of a selector): address, port and optional node."""
 
@@ -225,6 +241,7 @@ class Endpoint(Strict):
     ready: bool = True
     serving: bool | None = None
     terminating: bool = False
+    hints: EndpointHints | None = None
 
     _ip = field_validator("ip")(_check_ip)
 
@@ -241,6 +258,15 @@ class Service(Strict):
     ports: list[ServicePort] = Field(min_length=1)
     externalIPs: list[IPv4] = Field(default_factory=list)
     loadBalancerIPs: list[IPv4] = Field(default_factory=list)  # status.loadBalancer.ingress[].ip
+    # ingress IPs with ipMode: Proxy: the load balancer proxies, kube-proxy 1.30+ programs nothing for them
+    loadBalancerProxyIPs: list[IPv4] = Field(default_factory=list)
+    allocateLoadBalancerNodePorts: bool = True  # False: a LoadBalancer without nodePorts
+    # Service spec.trafficDistribution: the EndpointSlice controller's hints for selector endpoints
+    trafficDistribution: Literal["PreferClose", "PreferSameZone", "PreferSameNode"] | None = None
+    # the service.kubernetes.io/topology-mode and (deprecated) topology-aware-hints annotations:
+    # before 1.31 kube-proxy uses hints only when one is set and not Disabled (1.24-1.26: Auto)
+    topologyMode: str | None = None
+    topologyAwareHints: str | None = None
     loadBalancerSourceRanges: list[CIDR] = Field(default_factory=list)
     externalTrafficPolicy: Literal["Cluster", "Local"] = "Cluster"
     internalTrafficPolicy: Literal["Cluster", "Local"] = "Cluster"
@@ -250,7 +276,7 @@ class Service(Strict):
 
     _ip = field_validator("clusterIP")(_check_ip)
 
-    @field_validator("externalIPs", "loadBalancerIPs")
+    @field_validator("externalIPs", "loadBalancerIPs", "loadBalancerProxyIPs")
     @classmethod
     def _ips(cls, v: list[str]) -> list[str]:
         return [_check_ip(i) for i in v]

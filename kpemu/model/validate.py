@@ -214,6 +214,31 @@ def _check_kube_proxy(topo: Topology, bad: Report) -> None:
     if kp.scheduler != "rr" and not facts.scheduler:
         bad("kubeProxy.scheduler", "scheduler only applies to mode: "
             + " or ".join(f.name for f in MODE_FACTS.values() if f.scheduler))
+    _check_detect_local(kp, bad)
+    if kp.tcpBeLiberal and kp.minor < 29:
+        bad("kubeProxy.tcpBeLiberal", f"conntrack.tcpBeLiberal is a kube-proxy 1.29+ setting; got {kp.version}: "
+                                      "raise kubeProxy.version or drop it")
+    elif kp.tcpBeLiberal and kp.minor == 29 and facts.config_section == "nftables":
+        bad("kubeProxy.tcpBeLiberal", "kpemu does not model whether the 1.29 nftables forward chain honours "
+                                      "tcpBeLiberal: use version 1.30+ or drop it")
+
+
+# detectLocalMode -> (first release that has it, the kubeProxy field it needs)
+DETECT_LOCAL = {"ClusterCIDR": (18, "clusterCIDR"), "NodeCIDR": (18, None),
+                "BridgeInterface": (23, "bridgeInterface"), "InterfaceNamePrefix": (23, "interfaceNamePrefix")}
+
+
+def _check_detect_local(kp: KubeProxy, bad: Report) -> None:
+    """detectLocalMode by release (1.18: ClusterCIDR, NodeCIDR; 1.23: BridgeInterface,
+    InterfaceNamePrefix) with the setting each reads (kube-proxy's validation requires them)."""
+    if kp.detectLocalMode is None:
+        return
+    since, needs = DETECT_LOCAL[kp.detectLocalMode]
+    if kp.minor < since:
+        bad("kubeProxy.detectLocalMode", f"detectLocalMode {kp.detectLocalMode} is a kube-proxy 1.{since}+ "
+                                         f"setting; got {kp.version}: raise kubeProxy.version or drop it")
+    if needs and needs != "clusterCIDR" and not getattr(kp, needs):
+        bad(f"kubeProxy.{needs}", f"Required value: detectLocalMode {kp.detectLocalMode} needs {needs}")
 
 
 def _check_feature_gates(kp: KubeProxy, bad: Report) -> None:
@@ -303,8 +328,9 @@ def _check_service(
                 bad(f"{path}.nodePort", f"{p.protocol} nodePort {p.nodePort} is already used by "
                                         f"{used_node_ports[key]}")
             used_node_ports[key] = path
-        elif s.type != "ClusterIP":
-            bad(f"{path}.nodePort", f"type {s.type} needs a nodePort in {lo}-{hi} on every port")
+        elif s.type != "ClusterIP" and s.allocateLoadBalancerNodePorts:
+            bad(f"{path}.nodePort", f"type {s.type} needs a nodePort in {lo}-{hi} on every port"
+                + (" (or allocateLoadBalancerNodePorts: false)" if s.type == "LoadBalancer" else ""))
         if s.selector is not None:
             for pod in selected_pods(topo, s):
                 if pod.ports and not any(pp.port == p.target and pp.protocol == p.protocol for pp in pod.ports):
@@ -315,6 +341,11 @@ def _check_service(
         bad(f"{base}.externalTrafficPolicy", "Local only applies to NodePort and LoadBalancer services")
     if s.loadBalancerIPs and s.type != "LoadBalancer":
         bad(f"{base}.loadBalancerIPs", "loadBalancerIPs need type: LoadBalancer")
+    if s.loadBalancerProxyIPs and s.type != "LoadBalancer":
+        bad(f"{base}.loadBalancerProxyIPs", "loadBalancerProxyIPs need type: LoadBalancer")
+    if not s.allocateLoadBalancerNodePorts and s.type != "LoadBalancer":
+        bad(f"{base}.allocateLoadBalancerNodePorts", "allocateLoadBalancerNodePorts applies to type: LoadBalancer")
+    _check_topology_routing(topo, base, s, bad)
     if s.loadBalancerSourceRanges and s.type != "LoadBalancer":
         bad(f"{base}.loadBalancerSourceRanges", "loadBalancerSourceRanges need type: LoadBalancer")
     if s.healthCheckNodePort is not None and not (s.type == "LoadBalancer" and s.externalTrafficPolicy == "Local"):
@@ -323,6 +354,25 @@ def _check_service(
     for j, ip in enumerate(s.externalIPs):
         if ip == s.clusterIP:
             bad(f"{base}.externalIPs[{j}]", "an external IP cannot be the clusterIP")
+
+
+# trafficDistribution value -> the first release whose API server keeps it (ServiceTrafficDistribution
+# beta 1.31; PreferSameZone and PreferSameNode behind PreferSameTrafficDistribution, beta 1.34)
+TRAFFIC_DISTRIBUTION_SINCE = {"PreferClose": 31, "PreferSameZone": 34, "PreferSameNode": 34}
+
+
+def _check_topology_routing(topo: Topology, base: str, s: Service, bad: Report) -> None:
+    kp = topo.kubeProxy
+    if s.trafficDistribution is not None and kp.minor < TRAFFIC_DISTRIBUTION_SINCE[s.trafficDistribution]:
+        since = TRAFFIC_DISTRIBUTION_SINCE[s.trafficDistribution]
+        bad(f"{base}.trafficDistribution", f"trafficDistribution {s.trafficDistribution} is kept by the API server "
+                                           f"from 1.{since} (feature gate default); got {kp.version}: raise "
+                                           "kubeProxy.version or write the endpoints' hints")
+    if s.trafficDistribution is not None and s.endpoints is not None and any(e.hints is None for e in s.endpoints):
+        j = next(j for j, e in enumerate(s.endpoints) if e.hints is None)
+        bad(f"{base}.endpoints[{j}].hints", "explicit endpoints carry their EndpointSlice hints: write hints "
+                                            "({} for none) on each, or use a selector so the controller's hints "
+                                            "for trafficDistribution apply")
 
 
 def _check_containers(topo: Topology, bad: Report) -> None:

@@ -1,16 +1,19 @@
 """What kube-proxy knows about one service port on one node: the endpoints, categorised.
 
-This mirrors `proxy.CategorizeEndpoints`: ready endpoints are used; when a policy has no ready
-endpoint, serving-and-terminating ones are the fallback. Endpoint order is lexical by "ip:port"
-(EndpointSlice cache order), which is also the order of the KUBE-SEP jumps.
+This mirrors `proxy.CategorizeEndpoints`: ready endpoints are used (for Cluster policy only those
+the node's topology allows, kpemu.proxy.hints); when a policy has no ready endpoint,
+serving-and-terminating ones are the fallback. Endpoint order is lexical by "ip:port"
+(EndpointSlice cache order), which is also the order of the KUBE-SEP jumps. An explicit endpoint's
+unset `serving` reads as true, as endpointslicecache reads a nil condition.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kpemu.model.topology import Service, ServicePort, Topology
+from kpemu.model.topology import Endpoint, Service, ServicePort, Topology
 from kpemu.model.validate import selected_pods
+from kpemu.proxy import hints as topo_hints
 from kpemu.proxy.naming import join_host_port
 
 
@@ -24,6 +27,7 @@ class EndpointInfo:
     ready: bool = True
     serving: bool = True
     terminating: bool = False
+    hints: topo_hints.Hints = field(default_factory=topo_hints.Hints)
 
     @property
     def hostport(self) -> str:
@@ -48,6 +52,21 @@ class ServicePortInfo:
         return self.port.protocol.lower()
 
 
+def _zone(topo: Topology, node: str | None) -> str | None:
+    return next((n.zone for n in topo.nodes if n.name == node), None)
+
+
+def _hints(topo: Topology, svc: Service, e: Endpoint | None, node: str | None) -> topo_hints.Hints:
+    """An endpoint's hints as kube-proxy keeps them: the written ones, else the controller's for
+    trafficDistribution; node hints only where the release reads them."""
+    minor = topo.kubeProxy.minor
+    if e is not None and e.hints is not None:
+        h = topo_hints.Hints(frozenset(e.hints.forZones), frozenset(e.hints.forNodes))
+    else:
+        h = topo_hints.controller_hints(svc.trafficDistribution, minor, _zone(topo, node), node)
+    return h if topo_hints.node_hints_read(minor) else topo_hints.Hints(h.zones)
+
+
 def _all_endpoints(topo: Topology, svc: Service, port: ServicePort) -> list[EndpointInfo]:
     if svc.endpoints is not None:
         eps = [
@@ -56,8 +75,9 @@ def _all_endpoints(topo: Topology, svc: Service, port: ServicePort) -> list[Endp
                 port=e.port or port.target,
                 node=e.node,
                 ready=e.ready and not e.terminating,
-                serving=e.serving if e.serving is not None else e.ready,
+                serving=e.serving if e.serving is not None else True,
                 terminating=e.terminating,
+                hints=_hints(topo, svc, e, e.node),
             )
             for e in svc.endpoints
         ]
@@ -70,10 +90,17 @@ def _all_endpoints(topo: Topology, svc: Service, port: ServicePort) -> list[Endp
                 ready=p.ready and not p.terminating,
                 serving=p.ready,
                 terminating=p.terminating,
+                hints=_hints(topo, svc, None, p.node),
             )
             for p in selected_pods(topo, svc)
         ]
     return sorted(eps, key=lambda e: e.hostport)
+
+
+def topology_mode(topo: Topology, svc: Service, eps: list[EndpointInfo], node: str) -> str:
+    """The topology mode kube-proxy on `node` uses for the Service ("" when none)."""
+    return topo_hints.topology_mode(topo.kubeProxy.minor, [e.hints for e in eps if e.ready], node,
+                                    _zone(topo, node), svc.topologyMode, svc.topologyAwareHints)
 
 
 def _usable(eps: list[EndpointInfo]) -> list[EndpointInfo]:
@@ -87,7 +114,11 @@ def _usable(eps: list[EndpointInfo]) -> list[EndpointInfo]:
 def service_port_info(topo: Topology, svc: Service, port: ServicePort, node: str) -> ServicePortInfo:
     """Categorise the endpoints of one service port for kube-proxy on `node`."""
     eps = _all_endpoints(topo, svc, port)
-    cluster = _usable(eps)
+    prefer = topology_mode(topo, svc, eps, node)
+    zone = _zone(topo, node)
+    cluster = [e for e in eps if e.ready and topo_hints.available(e.hints, prefer, node, zone)]
+    if not cluster:
+        cluster = [e for e in eps if e.serving and e.terminating]
     local = _usable([e for e in eps if e.node == node])
     return ServicePortInfo(
         service=svc,

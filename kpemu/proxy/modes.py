@@ -18,6 +18,7 @@ from kpemu.model.topology import Topology
 from kpemu.proxy import iptables, ipvs, nftables
 from kpemu.proxy.proxymode import ProxyMode
 from kpemu.proxy.state import NodeProxyState, ProxyState
+from kpemu.proxy.view import as_seen
 
 MODES: dict[str, ProxyMode] = {m.name: m for m in (
     iptables.MODE,
@@ -45,14 +46,14 @@ def mode_of(topo: Topology) -> ProxyMode:
 def proxy_state(topo: Topology, kernel: tuple[int, int] | None = None) -> ProxyState:
     """Every node's kube-proxy state, generated once (for `kernel`; None: any kernel kube-proxy treats
     as current)."""
-    m = mode_of(topo)
-    return ProxyState(m.name, kernel, {n.name: m.build(topo, n.name, kernel) for n in topo.nodes})
+    m, seen = mode_of(topo), as_seen(topo)
+    return ProxyState(m.name, kernel, {n.name: m.build(seen, n.name, kernel) for n in topo.nodes})
 
 
 def node_state(topo: Topology, node: str) -> NodeProxyState:
     """One node's kube-proxy state, for any kernel kube-proxy treats as current (outside a run: `kpemu rules`,
     `kpemu trace`, `kpemu check-node`)."""
-    return mode_of(topo).build(topo, node, None)
+    return mode_of(topo).build(as_seen(topo), node, None)
 
 
 def node_texts(topo: Topology, node: str, state: NodeProxyState) -> dict[str, str]:

@@ -10,8 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kpemu.model.modes import ModeFacts
+from kpemu.model.names import netns_name
 from kpemu.model.topology import KubeProxy, Topology
-from kpemu.plan.batch import Step
+from kpemu.plan.batch import Step, sysctl_steps
+from kpemu.plan.types import Sysctl
 from kpemu.proxy.hookprose import Explainer
 from kpemu.proxy.rules import RuleSet
 from kpemu.proxy.state import NodeProxyState
@@ -59,3 +61,13 @@ def iptables_readback(node: str, rs: RuleSet, saved: str) -> dict:
     (kpemu.jobs.verify)."""
     return {"node": node, "kind": "iptables", "expected": saved,
             "chains": {name: sorted(c.name for c in t.user_chains) for name, t in rs.tables.items()}}
+
+
+def conntrack_steps(topo: Topology, node: str) -> list[Step]:
+    """The conntrack sysctls kube-proxy sets at start-up that kpemu models: conntrack.tcpBeLiberal
+    sets net.netfilter.nf_conntrack_tcp_be_liberal=1 (cmd/kube-proxy/app/server_linux.go), every mode."""
+    if not topo.kubeProxy.tcpBeLiberal:
+        return []
+    ns = netns_name(topo.name, node)
+    return sysctl_steps(f"{node}: conntrack.tcpBeLiberal",
+                        [Sysctl(ns, "net/netfilter/nf_conntrack_tcp_be_liberal", "1")])

@@ -108,7 +108,7 @@ def test_kubectl_list_imports_to_the_committed_topology() -> None:
     first, _, rest = res.stdout.partition("\n")
     assert first == "# yaml-language-server: $schema=schemas/topology.schema.json"  # relative to where it goes
     assert rest == (ROOT / "topologies" / "k8s-cluster.yaml").read_text().partition("\n")[2]
-    assert res.stderr == ("imported 3 nodes, 6 pods, 4 services; 1 note and 63 fields not modelled are listed at "
+    assert res.stderr == ("imported 3 nodes, 6 pods, 4 services; 1 note and 75 fields not modelled are listed at "
                           "the top of the topology\n")
     body = res.stdout[res.stdout.index("\nservices:\n") + 1:]
     assert body == """\
@@ -242,7 +242,7 @@ endpoints:
     assert res.returncode == 0, res.stderr
     svc = yaml.safe_load(res.stdout)["services"][0]
     assert svc["endpoints"] == [
-        {"ip": "10.244.0.5", "node": "n1", "ready": False, "serving": True, "terminating": True},
+        {"ip": "10.244.0.5", "node": "n1", "ready": False, "terminating": True},
         {"ip": "10.244.0.9", "node": "n1"},
     ]
 
@@ -289,7 +289,7 @@ def test_unknown_kind_and_not_an_object(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert res.stderr.splitlines() == [
         f"{f}: line 20: document 3 kind: unknown kind 'Deployment'; kpemu reads Node, Pod, Service, EndpointSlice, "
-        "Endpoints, KubeProxyConfiguration (and Lists of them): remove it or select kinds, e.g. kubectl get "
+        "Endpoints, KubeProxyConfiguration, ConfigMap (and Lists of them): remove it or select kinds, e.g. kubectl get "
         "nodes,pods,services,endpointslices",
         f"{f}: line 23: document 4: not a Kubernetes object (expected apiVersion and kind); give kubectl output, "
         "e.g. kubectl get nodes,pods,services,endpointslices -A -o yaml",
@@ -333,7 +333,7 @@ def test_kube_proxy_configuration(tmp_path: Path) -> None:
     assert yaml.safe_load(res.stdout)["kubeProxy"] == {
         "version": "1.30", "mode": "iptables", "clusterCIDR": "10.244.0.0/16", "masqueradeBit": 15,
         "localhostNodePorts": False, "nodePortAddresses": ["192.168.58.2/32"]}
-    assert "#   KubeProxyConfiguration:\n#     conntrack (1)\n" in res.stdout
+    assert "#   KubeProxyConfiguration:\n#     conntrack.maxPerCore (1)\n" in res.stdout
     f.write_text(f.read_text().replace("mode: iptables", "mode: nftables").replace(
         "iptables: {masqueradeBit: 15, localhostNodePorts: false}", "nftables: {masqueradeBit: 13}"))
     assert yaml.safe_load(cli("import", str(f)).stdout)["kubeProxy"] == {

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from kpemu.model.topology import Topology
 from kpemu.proxy import naming
 from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
+from kpemu.proxy.localdetect import local_detector
 from kpemu.proxy.naming import NFACCT_COUNTERS
 from kpemu.proxy.rules import JumpRule, RuleSet, Table
 from kpemu.proxy.versions import Flavour, flavour_for
@@ -77,7 +78,8 @@ class _Gen:
         self.topo, self.node = topo, node
         kp = topo.kubeProxy
         self.fl = flavour_for(kp)
-        self.cidr = kp.clusterCIDR
+        self.cidr = kp.clusterCIDR  # the pod rules of releases before 1.18, which had no detector
+        self.det = local_detector(topo, node)
         self.masq_all = kp.masqueradeAll
         bit = 1 << kp.masqueradeBit
         self.mark = naming.go_hex(bit)
@@ -106,8 +108,8 @@ class _Gen:
         """The ClusterIP/externalIP masquerade rule (masqueradeAll / ! -s clusterCIDR / none)."""
         if self.masq_all:
             self.nat.add(chain, *args, "-j", MARK_MASQ)
-        elif self.cidr:
-            self.nat.add(chain, *args, "!", "-s", self.cidr, "-j", MARK_MASQ)
+        elif self.det:
+            self.nat.add(chain, *args, *self.det.if_not_local, "-j", MARK_MASQ)
 
     # -- whole sync -------------------------------------------------------------------------
     def run(self) -> RuleSet:
@@ -173,7 +175,8 @@ class _Gen:
 
     def forward_rules(self) -> None:
         fl, m = self.fl, self.mark
-        if fl.forward_invalid_drop:  # kpemu's nodes keep nf_conntrack_tcp_be_liberal at 0 (1.29+ checks it)
+        # 1.29+ omits it when nf_conntrack_tcp_be_liberal is set (kube-proxy sets it for conntrack.tcpBeLiberal)
+        if fl.forward_invalid_drop and not (fl.minor >= 29 and self.topo.kubeProxy.tcpBeLiberal):
             acct = ("-m", "nfacct", "--nfacct-name", NFACCT_COUNTERS[0]) if fl.nfacct else ()
             self.filter.add(FORWARD, "-m", "conntrack", "--ctstate", "INVALID", *acct, "-j", "DROP")
         self.filter.add(FORWARD, "-m", "comment", "--comment", "kubernetes forwarding rules",
@@ -339,9 +342,9 @@ class _Gen:
                 self.nat.add(ext_c, "-m", "comment", "--comment",
                              f"masquerade traffic for {s} external destinations", "-j", MARK_MASQ)
             else:
-                if self.cidr:
+                if self.det:
                     self.nat.add(ext_c, "-m", "comment", "--comment", f"pod traffic for {s} external destinations",
-                                 "-s", self.cidr, "-j", svc_c)
+                                 *self.det.if_local, "-j", svc_c)
                 self.nat.add(ext_c, "-m", "comment", "--comment",
                              f"masquerade LOCAL traffic for {s} external destinations",
                              "-m", "addrtype", "--src-type", "LOCAL", "-j", MARK_MASQ)
@@ -403,8 +406,8 @@ class _Gen:
                 else:
                     dest = xlb_c if only_local else svc_c
                     if not only_local:
-                        if self.cidr:
-                            self.nat.add(svc_c, *a, "!", "-s", self.cidr, "-j", MARK_MASQ)
+                        if self.det:
+                            self.nat.add(svc_c, *a, *self.det.if_not_local, "-j", MARK_MASQ)
                         else:
                             self.nat.add(svc_c, *a, "-j", MARK_MASQ)
                     self.nat.add(SERVICES, *a, "-j", dest)
@@ -460,10 +463,10 @@ class _Gen:
         self.sep_rules(info, s, eps)
         if not only_local:
             return
-        if self.cidr:
+        if self.det:
             self.nat.add(xlb_c, "-m", "comment", "--comment",
                          "Redirect pods trying to reach external loadbalancer VIP to clusterIP",
-                         "-s", self.cidr, "-j", svc_c)
+                         *self.det.if_local, "-j", svc_c)
         if fl.xlb_local_rules:
             self.nat.add(xlb_c, "-m", "comment", "--comment", f"masquerade LOCAL traffic for {s} LB IP",
                          "-m", "addrtype", "--src-type", "LOCAL", "-j", MARK_MASQ)

@@ -9,7 +9,7 @@ from kpemu.plan.batch import Step, sysctl_steps
 from kpemu.plan.types import Sysctl
 from kpemu.proxy.iptables.generate import iptables_rules, needs_route_localnet, restore_text, uses_nfacct
 from kpemu.proxy.iptables.hooks import explain_hooks
-from kpemu.proxy.proxymode import ProxyMode, iptables_readback, restore_step
+from kpemu.proxy.proxymode import ProxyMode, conntrack_steps, iptables_readback, restore_step
 from kpemu.proxy.save import save_text
 from kpemu.proxy.state import NodeProxyState, Walk
 
@@ -22,6 +22,7 @@ def build(topo: Topology, node: str, kernel: tuple[int, int] | None = None) -> N
     texts = {"iptables-restore": restore_text(rs), "iptables-save": save_text(rs, backend)}
     steps = [Step("nfacct", f"{node}: kube-proxy's nfacct counters", ns)] if uses_nfacct(topo) else []
     steps.append(restore_step(f"{node}: kube-proxy rules", ns, texts["iptables-restore"], backend))
+    steps += conntrack_steps(topo, node)  # after the rules, which load nf_conntrack in the namespace
     if needs_route_localnet(topo):
         steps += sysctl_steps(f"{node}: route_localnet", [Sysctl(ns, "net/ipv4/conf/all/route_localnet", "1")])
     return NodeProxyState(node, texts, tuple(steps), (iptables_readback(node, rs, texts["iptables-save"]),),

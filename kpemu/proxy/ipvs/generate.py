@@ -28,6 +28,7 @@ from kpemu.proxy.ipvs import ipset_text, ipvsadm_text
 from kpemu.proxy.ipvs.ipset_text import IpSet
 from kpemu.proxy.ipvs.iptables import IpvsIptables, ipvs_iptables
 from kpemu.proxy.ipvs.ipvsadm_text import RealServer, VirtualServer
+from kpemu.proxy.localdetect import local_detector
 from kpemu.proxy.rules import JumpRule
 from kpemu.proxy.versions import Flavour, flavour_for
 
@@ -280,6 +281,7 @@ def ipvs_rules(topo: Topology, node: str, kernel: tuple[int, int] | None = None)
         {s.name: s for s in sets},
         cluster_cidr=kp.clusterCIDR,
         masquerade_all=kp.masqueradeAll,
+        detector=local_detector(topo, node),
         masquerade_bit=kp.masqueradeBit,
         out_filter=tuple(dict.fromkeys(out_filter)),
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kpemu.proxy.ipvs.ipset_text import IpSet
+from kpemu.proxy.localdetect import LocalDetector
 from kpemu.proxy.naming import go_hex
 from kpemu.proxy.rules import JumpRule
 from kpemu.proxy.versions import Flavour
@@ -125,6 +126,7 @@ def ipvs_iptables(
     *,
     cluster_cidr: str | None,
     masquerade_all: bool,
+    detector: LocalDetector | None = None,
     masquerade_bit: int,
     out_filter: tuple[tuple[str, str, int], ...] = (),
 ) -> IpvsIptables:
@@ -167,8 +169,8 @@ def ipvs_iptables(
         base = f"-A {SERVICES} -m comment --comment {comment('KUBE-CLUSTER-IP')} -m set --match-set KUBE-CLUSTER-IP"
         if masquerade_all:
             nat.append(f"{base} dst,dst -j {MARK_MASQ}")
-        elif cluster_cidr:
-            nat.append(f"{base} dst,dst ! -s {cluster_cidr} -j {MARK_MASQ}")
+        elif detector:
+            nat.append(f"{base} dst,dst {' '.join(detector.if_not_local)} -j {MARK_MASQ}")
         else:
             nat.append(f"{base} src,dst -j {MARK_MASQ}")
 

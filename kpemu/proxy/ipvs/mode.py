@@ -10,7 +10,7 @@ from kpemu.plan.types import Sysctl
 from kpemu.proxy.ipvs.generate import DUMMY_DEVICE, ipvs_rules
 from kpemu.proxy.ipvs.hooks import explain_hooks
 from kpemu.proxy.ipvs.ipset_text import restore_input
-from kpemu.proxy.proxymode import ProxyMode, iptables_readback, restore_step
+from kpemu.proxy.proxymode import ProxyMode, conntrack_steps, iptables_readback, restore_step
 from kpemu.proxy.save import ruleset_from_restore, save_text
 from kpemu.proxy.state import IpvsModel, NodeProxyState, Walk
 from kpemu.proxy.versions import IPVS_DEPRECATION, flavour_for
@@ -32,6 +32,7 @@ def build(topo: Topology, node: str, kernel: tuple[int, int] | None = None) -> N
                    + [f"addr add {ip}/32 dev {DUMMY_DEVICE}" for ip in state.bound_addresses]),
         *sysctl_steps(f"{node}: IPVS sysctls", (Sysctl(ns, k, v) for k, v in state.sysctls)),
         Step("run", f"{node}: ipvsadm -R", ns, ("ipvsadm", "-R"), texts["ipvs"]),
+        *conntrack_steps(topo, node),
     )
     readback = (
         iptables_readback(node, rs, texts["iptables-save"]),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from kpemu.model.topology import Topology
 from kpemu.proxy.endpoints import EndpointInfo, ServicePortInfo, service_ports
+from kpemu.proxy.localdetect import LocalDetector, local_detector
 from kpemu.proxy.naming import go_hex, service_port_name
 from kpemu.proxy.nftables import eras as E
 from kpemu.proxy.nftables.naming import endpoint_base, service_base
@@ -35,7 +36,7 @@ class NftSettings:
     era: E.Era
     mark: str  # go_hex(1 << masqueradeBit)
     masquerade_all: bool
-    cluster_cidr: str | None  # the ClusterCIDR local-traffic detector; None: no detector
+    detector: LocalDetector | None  # the local-traffic detector; None: no detector
     nodeport_ips: tuple[str, ...] | None  # None: nodePortAddresses match every address
     service_cidrs: tuple[str, ...]
     localhost_rejects: tuple[str, ...] = ()  # 1.37+ protocols whose localhost NodePorts are rejected
@@ -67,7 +68,7 @@ def settings_for(topo: Topology, node: str, mark: str | None = None) -> NftSetti
         era=era,
         mark=mark or go_hex(1 << kp.masqueradeBit),
         masquerade_all=kp.masqueradeAll,
-        cluster_cidr=kp.clusterCIDR,
+        detector=local_detector(topo, node),
         nodeport_ips=nodeport_ips,
         service_cidrs=cidrs,
         localhost_rejects=rejects,
@@ -196,8 +197,8 @@ class _Sync:
         if era.hairpin_set:  # one ClusterIP masquerade rule for every service (#136499)
             if st.masquerade_all:
                 tx.add_rule(E.SERVICES, f"ip daddr @{E.CLUSTER_IPS} {self.masq()}", "masquerade all clusterIP traffic")
-            elif st.cluster_cidr:
-                tx.add_rule(E.SERVICES, f"ip daddr @{E.CLUSTER_IPS} ip saddr != {st.cluster_cidr} {self.masq()}",
+            elif st.detector:
+                tx.add_rule(E.SERVICES, f"ip daddr @{E.CLUSTER_IPS} {st.detector.if_not_local_nft} {self.masq()}",
                             "masquerade clusterIP traffic from outside cluster")
         tx.add_rule(E.SERVICES, f"{DADDR_KEY} vmap @{E.SERVICE_IPS}")
         if st.nodeport_ips is None:
@@ -345,15 +346,15 @@ class _Sync:
             match = f"ip daddr {svc.clusterIP}" + (f" {proto} dport {port}" if self.era.cip_masq_port else "")
             if st.masquerade_all:
                 tx.add_rule(internal_chain, f"{match} {self.masq()}")
-            elif st.cluster_cidr:
-                tx.add_rule(internal_chain, f"{match} ip saddr != {st.cluster_cidr} {self.masq()}")
+            elif st.detector:
+                tx.add_rule(internal_chain, f"{match} {st.detector.if_not_local_nft} {self.masq()}")
 
         if uses_ext:
             if not etp_local:
                 tx.add_rule(ext_chain, self.masq(), self.masq_comment("masquerade"))
             else:
-                if st.cluster_cidr:
-                    tx.add_rule(ext_chain, f"ip saddr {st.cluster_cidr} goto {cluster_chain}",
+                if st.detector:
+                    tx.add_rule(ext_chain, f"{st.detector.if_local_nft} goto {cluster_chain}",
                                 "short-circuit pod traffic")
                 tx.add_rule(ext_chain, f"fib saddr type local {self.masq()}", "masquerade local traffic")
                 tx.add_rule(ext_chain, f"fib saddr type local goto {cluster_chain}", "short-circuit local traffic")

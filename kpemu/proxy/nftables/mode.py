@@ -9,7 +9,7 @@ from kpemu.plan.batch import Step
 from kpemu.proxy.nftables.generate import nftables_transaction
 from kpemu.proxy.nftables.hooks import explain_hooks
 from kpemu.proxy.nftables.listing import listing
-from kpemu.proxy.proxymode import ProxyMode
+from kpemu.proxy.proxymode import ProxyMode, conntrack_steps
 from kpemu.proxy.state import NodeProxyState, Walk
 
 
@@ -20,7 +20,8 @@ def build(topo: Topology, node: str, kernel: tuple[int, int] | None = None) -> N
     texts = {"nft": tx.text(), "nft-list": listing(table)}
     step = Step("run", f"{node}: kube-proxy's nftables transaction", netns_name(topo.name, node), ("nft", "-f", "-"),
                 texts["nft"])
-    return NodeProxyState(node, texts, (step,), ({"node": node, "kind": "nft", "expected": texts["nft-list"]},),
+    readback = ({"node": node, "kind": "nft", "expected": texts["nft-list"]},)
+    return NodeProxyState(node, texts, (step, *conntrack_steps(topo, node)), readback,
                           Walk(nft=table))
 
 
