@@ -20,6 +20,7 @@ from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
 from kpemu.plan.tracing import flow_match
 from kpemu.plan.types import Plan
+from kpemu.proxy.health import health_specs
 from kpemu.proxy.modes import mode_of
 from kpemu.proxy.proxymode import restore_step
 from kpemu.statedir import PREFIX
@@ -77,6 +78,7 @@ def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = Fals
         kind="collect", trace=trace, settle=sc.spec.settle, keep=keep,
         faults=tuple(s.to_json() for s in lp.faults),
         servers=pod_servers(topo, plan),
+        health=health_specs(topo, plan),
         captures=tuple(capture_points(plan, topo, sc.flows)),
         snaplen=sc.spec.snaplen,
         nat_members={m: plan.netns(m) for m in nat},

@@ -50,6 +50,7 @@ from kpemu.plan.tracing import TraceData
 from kpemu.sizing import descriptors_needed
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.client import connections
+from kpemu.traffic.health import HealthServers, open_health_sockets
 from kpemu.traffic.labserver import SERVE_FILES, start_lab_server
 from kpemu.traffic.result import FlowResult
 from kpemu.traffic.server import PodServers, serve_pods
@@ -178,7 +179,9 @@ def deploy(job: Job, progress: Progress = _quiet, state: LabState | None = None,
     state = state or claim(job)
     timings = [] if timings is None else timings
     namespaces = state.namespaces
-    nsmod.raise_nofile(descriptors_needed(sum(len(s.tcp) + len(s.udp) for s in job.servers), len(job.captures)))
+    nsmod.raise_nofile(descriptors_needed(sum(len(s.tcp) + len(s.udp) for s in job.servers)
+                                          + sum(1 + len(h.services) * len(h.bind) for h in job.health),
+                                          len(job.captures)))
     started = time.perf_counter()
     try:
         for step in job.steps:
@@ -221,10 +224,28 @@ class _Gathered:
                          kernel=os.uname().release, readback=job.readback, timings=tuple(self.timings))
 
 
+def serve_health(job: Job) -> HealthServers:
+    """kube-proxy's health-check servers of every node, listening in its namespace; `close()` when done."""
+    health = HealthServers()
+    try:
+        for spec in job.health:
+            with nsmod.inside(spec.ns):
+                try:
+                    health.add(spec, open_health_sockets(spec))
+                except OSError as e:
+                    raise ApplyError(f"kube-proxy's health servers on {spec.node}: {e.strerror}") from None
+    except BaseException:
+        health.close()
+        raise
+    return health
+
+
 @contextlib.contextmanager
 def _servers(job: Job) -> Iterator[PodServers]:
     servers = serve_pods([(s.pod, s.ns, list(s.tcp), list(s.udp)) for s in job.servers if not s.own])
+    health = None
     try:
+        health = serve_health(job)
         own = [s.to_json() for s in job.servers if s.own]  # an image's own server answers in its container
         if own:
             from kpemu.traffic.container import wait_listening
@@ -233,6 +254,8 @@ def _servers(job: Job) -> Iterator[PodServers]:
         yield servers
     finally:
         servers.close()
+        if health is not None:
+            health.close()
 
 
 def run_flow(flow: FlowSpec, gap: float = 0.0) -> FlowResult:

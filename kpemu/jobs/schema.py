@@ -20,6 +20,7 @@ from kpemu.errors import EnvironmentProblem, InputError, Problem
 from kpemu.plan.batch import Step
 from kpemu.plan.tracing import FlowMatch, TraceData
 from kpemu.plan.types import Interface, Namespace
+from kpemu.traffic.health import HealthSpec
 from kpemu.traffic.result import FlowResult
 
 JOB_VERSION = 1
@@ -129,6 +130,7 @@ class Job:
     settle: float = 0.0
     faults: tuple[dict[str, Any], ...] = ()  # kpemu.plan.faults.FaultStep as JSON (kpemu.kernel.faults applies them)
     servers: tuple[ServerSpec, ...] = ()
+    health: tuple[HealthSpec, ...] = ()  # kube-proxy's health-check servers, per node (kpemu.proxy.health)
     captures: tuple[Interface, ...] = ()
     snaplen: int = 512  # bytes tcpdump keeps of each frame (the scenario's snaplen)
     nat_members: dict[str, str] = field(default_factory=dict)  # member -> namespace whose conntrack is read
