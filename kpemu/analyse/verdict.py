@@ -27,7 +27,14 @@ NO_RULE_DROPPED = ("no rule dropped it (the rule trace of that node has none), s
                    "is full (nf_conntrack_max) or it cannot track the packet")
 TIME_SLACK_NS = 50_000_000  # a drop just after the client gave up (its last retransmission) is still its
 
-# Why kube-proxy writes the rules that kill packets (matched on the rule's comment or chain).
+# Why kube-proxy writes the rules that kill packets (matched on the rule's comment or chain); the first
+# pairs are (comment, chain): kube-proxy drops internal traffic of a policy-Local Service in KUBE-SERVICES
+# (the clusterIP) and external traffic in KUBE-EXTERNAL-SERVICES.
+WHY_CHAIN_RULE = (
+    (("has no local endpoints", "KUBE-SERVICES"),
+     "the Service has internalTrafficPolicy: Local and this node runs none of its endpoints, so kube-proxy "
+     "drops traffic from this node to its clusterIP instead of sending it to another node's endpoint"),
+)
 WHY_RULE = (
     ("has no local endpoints", "the Service has externalTrafficPolicy: Local and this node runs none of its "
                                "endpoints, so kube-proxy drops external traffic here instead of forwarding it "
@@ -71,6 +78,9 @@ class Verdict:
 
 
 def _why_rule(rule: str, chain: str) -> str:
+    for (needle, where), why in WHY_CHAIN_RULE:
+        if needle in rule and chain == where:
+            return why
     for needle, why in WHY_RULE:
         if needle in rule or needle == chain:
             return why
