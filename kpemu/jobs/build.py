@@ -46,10 +46,11 @@ def lab_steps(lp: LabPlan) -> tuple[list[Step], list[Readback]]:
 
 
 def pod_servers(topo: Topology, plan: Plan) -> tuple[ServerSpec, ...]:
-    """Every pod's server: its TCP and UDP ports (an image's own when it has one)."""
+    """Every pod's server: its TCP, UDP and SCTP ports (an image's own when it has one)."""
     return tuple(ServerSpec(plan.netns(p.name), p.name, p.has_image,
                             tuple(pp.port for pp in p.ports if pp.protocol == "TCP"),
-                            tuple(pp.port for pp in p.ports if pp.protocol == "UDP"))
+                            tuple(pp.port for pp in p.ports if pp.protocol == "UDP"),
+                            tuple(pp.port for pp in p.ports if pp.protocol == "SCTP"))
                  for p in topo.pods if p.ports)
 
 
@@ -83,7 +84,8 @@ def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = Fals
         snaplen=sc.spec.snaplen,
         nat_members={m: plan.netns(m) for m in nat},
         flows=tuple(FlowSpec(name=f.flow.name, src_ns=plan.netns(f.src_member), dst=f.dst_ip, port=f.dst_port,
-                             proto="tcp" if f.protocol == "TCP" else "udp", match=flow_match(topo, f),
+                             proto=f.protocol.lower(),  # type: ignore[arg-type]
+                              match=flow_match(topo, f),
                              from_=f.flow.from_, connections=f.flow.connections, timeout=f.flow.timeout,
                              size=f.flow.size or 0, sport=f.flow.sourcePort, http=f.flow.http,
                              command=tuple(f.flow.command) if f.flow.command is not None else None,

@@ -34,7 +34,7 @@ from typing import Any
 from kpemu.analyse.drops import window as drops_window
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
 from kpemu.cni.spec import DeviceNeed
-from kpemu.errors import ApplyError, EnvironmentProblem, KpemuError
+from kpemu.errors import ApplyError, EnvironmentProblem, InputError, KpemuError, Problem
 from kpemu.jobs.schema import COLLECTED, Collected, FlowSpec, Job
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel import nfacct, snapshot
@@ -53,7 +53,7 @@ from kpemu.traffic.client import connections
 from kpemu.traffic.health import HealthServers, open_health_sockets
 from kpemu.traffic.labserver import SERVE_FILES, start_lab_server
 from kpemu.traffic.result import FlowResult
-from kpemu.traffic.server import PodServers, serve_pods
+from kpemu.traffic.server import PodServers, kernel_has_sctp, serve_pods
 
 DROP_SLACK_NS = 300_000_000  # a drop reported just after the client gave up still belongs to the flow
 # Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
@@ -179,7 +179,7 @@ def deploy(job: Job, progress: Progress = _quiet, state: LabState | None = None,
     state = state or claim(job)
     timings = [] if timings is None else timings
     namespaces = state.namespaces
-    nsmod.raise_nofile(descriptors_needed(sum(len(s.tcp) + len(s.udp) for s in job.servers)
+    nsmod.raise_nofile(descriptors_needed(sum(len(s.tcp) + len(s.udp) + len(s.sctp) for s in job.servers)
                                           + sum(1 + len(h.services) * len(h.bind) for h in job.health),
                                           len(job.captures)))
     started = time.perf_counter()
@@ -240,9 +240,29 @@ def serve_health(job: Job) -> HealthServers:
     return health
 
 
+def refuse_sctp_flows(job: Job, has_sctp: bool) -> None:
+    """InputError (exit 2) naming the scenario file and every SCTP flow when this kernel has no SCTP:
+    such a flow is never sent as TCP in its place. Before the lab is claimed: nothing is created."""
+    if has_sctp:
+        return
+    problems = [Problem(job.source or job.lab, f"flows[{i}]",
+                        f"flow {f.name} is SCTP and this kernel ({os.uname().release}) has no SCTP (module sctp): "
+                        "kpemu never sends it as TCP instead; run it on a kernel with SCTP (kpemu doctor shows "
+                        "feature sctp; --runtime auto takes the guest kernel when this one lacks it), or drop the "
+                        "flow")
+                for i, f in enumerate(job.flows) if f.proto == "sctp"]
+    if problems:
+        raise InputError(problems)
+
+
 @contextlib.contextmanager
 def _servers(job: Job) -> Iterator[PodServers]:
-    servers = serve_pods([(s.pod, s.ns, list(s.tcp), list(s.udp)) for s in job.servers if not s.own])
+    sctp = kernel_has_sctp()  # without it no SCTP flow runs (refuse_sctp_flows), so no SCTP port is served
+    try:
+        servers = serve_pods([(s.pod, s.ns, list(s.tcp), list(s.udp), list(s.sctp) if sctp else [])
+                              for s in job.servers if not s.own])
+    except OSError as e:
+        raise ApplyError(f"the pods' servers: {e.strerror or e}") from None
     health = None
     try:
         health = serve_health(job)
@@ -410,6 +430,7 @@ def collect(job: Job, out: Path, progress: Progress = _quiet) -> float:
     The lab is destroyed on every way out, Ctrl-C and SIGTERM included.
     """
     started = time.perf_counter()
+    refuse_sctp_flows(job, kernel_has_sctp())
     claimed = claim(job, "run", str(out))  # before anything else: a refused run touches nothing of the owner's
     gathered = _Gathered()
     drops = None

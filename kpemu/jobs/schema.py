@@ -52,6 +52,7 @@ class ServerSpec:
     own: bool = False
     tcp: tuple[int, ...] = ()
     udp: tuple[int, ...] = ()
+    sctp: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return _fields_json(self)
@@ -66,7 +67,7 @@ class FlowSpec:
     src_ns: str
     dst: str
     port: int
-    proto: Literal["tcp", "udp"]
+    proto: Literal["tcp", "udp", "sctp"]
     match: FlowMatch
     from_: str = field(default="", metadata={"json": "from"})
     connections: int = 1

@@ -14,13 +14,15 @@ import sys
 import threading
 from pathlib import Path
 
-from kpemu.traffic.server import serve_pods
+from kpemu.traffic.server import kernel_has_sctp, serve_pods
 
 
 def main(argv: list[str]) -> int:
     """Serve the pods of the spec file `argv[0]` until SIGTERM or SIGINT."""
     spec = json.loads(Path(argv[0]).read_text())
-    servers = serve_pods([(p["pod"], p["ns"], list(p["tcp"]), list(p["udp"])) for p in spec])
+    sctp = kernel_has_sctp()  # without it no client opens SCTP either: a pod's SCTP ports are not served
+    servers = serve_pods([(p["pod"], p["ns"], list(p["tcp"]), list(p["udp"]), list(p.get("sctp", ())) if sctp else [])
+                          for p in spec])
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
