@@ -18,6 +18,8 @@ from kpemu.labplan import LabPlan
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
+from kpemu.plan.fabric import loadbalancer_targets
+from kpemu.plan.lbrules import BalancerSpec
 from kpemu.plan.tracing import flow_match
 from kpemu.plan.types import Plan
 from kpemu.proxy.health import health_specs
@@ -69,6 +71,18 @@ def deploy_job(lp: LabPlan, source: str = "", serve: bool = False) -> Job:
                nodes={n.name: plan.netns(n.name) for n in topo.nodes}, device_needs=cni_of(topo).device_needs)
 
 
+def health_checking_balancers(sc: Scenario, lp: LabPlan) -> tuple[BalancerSpec, ...]:
+    """The scenario's external load balancers with a Service kube-proxy health-checks behind them."""
+    topo, out = sc.topology, []
+    for e in topo.externals:
+        targets = loadbalancer_targets(topo, e) if e.role == "loadbalancer" and e.vip is not None else ()
+        if any(t.health_port for t in targets):
+            assert e.vip is not None
+            out.append(BalancerSpec(e.name, lp.fabric.netns(e.name), e.vip, targets,
+                                    restore_step("", "", "", topo.kubeProxy.backend).argv))
+    return tuple(out)
+
+
 def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = False) -> Job:
     """A job that deploys the scenario's lab (planned with its faults: `lab_plan(topo, kernel,
     sc.spec.faults)`), runs its flows with captures and traces, and removes it."""
@@ -80,6 +94,7 @@ def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = Fals
         faults=tuple(s.to_json() for s in lp.faults),
         servers=pod_servers(topo, plan),
         health=health_specs(topo, plan),
+        balancers=health_checking_balancers(sc, lp),
         captures=tuple(capture_points(plan, topo, sc.flows)),
         snaplen=sc.spec.snaplen,
         nat_members={m: plan.netns(m) for m in nat},

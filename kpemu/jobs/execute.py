@@ -35,6 +35,7 @@ from kpemu.analyse.drops import window as drops_window
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
 from kpemu.cni.spec import DeviceNeed
 from kpemu.errors import ApplyError, EnvironmentProblem, InputError, KpemuError, Problem
+from kpemu.jobs.balancers import check_balancers
 from kpemu.jobs.schema import COLLECTED, Collected, FlowSpec, Job
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel import nfacct, snapshot
@@ -215,12 +216,14 @@ class _Gathered:
     conntrack: dict[str, str] = field(default_factory=dict)
     ipvs: dict[str, str] = field(default_factory=dict)
     faults: list[dict[str, Any]] = field(default_factory=list)
+    balanced: list[dict[str, Any]] = field(default_factory=list)
     timings: Timings = field(default_factory=list)
 
     def collected(self, job: Job, seconds: float) -> Collected:
         """collected.json's content: what was gathered for `job` in `seconds`, on this kernel."""
         return Collected(results=self.results, conntrack=self.conntrack, ipvs=self.ipvs, traces=self.traces,
-                         points=job.captures, faults=tuple(self.faults), seconds=seconds, trace=job.trace,
+                         points=job.captures, faults=tuple(self.faults), balanced=tuple(self.balanced),
+                         seconds=seconds, trace=job.trace,
                          kernel=os.uname().release, readback=job.readback, timings=tuple(self.timings))
 
 
@@ -328,6 +331,12 @@ def _traffic(job: Job, out: Path, progress: Progress, gathered: _Gathered, drops
             with timed(timings, "start the captures"):
                 caps = start_captures(list(job.captures), out / "pcaps", job.snaplen)
             progress(f"capturing at {len(caps)} points")
+            if job.balancers:
+                with timed(timings, "health-check the balanced nodes"):
+                    for probed in check_balancers(job.balancers, run_step):
+                        gathered.balanced.append(probed.to_json())
+                        progress(f"{probed.balancer} health checks: "
+                                 + ", ".join(f"{k} {v or 'no answer'}" for k, v in probed.status.items()))
             if drops is not None:
                 with timed(timings, "attach the drop tracer"):
                     drops.wait_ready()

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_
 from kpemu.cni.spec import DeviceNeed
 from kpemu.errors import EnvironmentProblem, InputError, Problem
 from kpemu.plan.batch import Step
+from kpemu.plan.lbrules import BalancerSpec
 from kpemu.plan.tracing import FlowMatch, TraceData
 from kpemu.plan.types import Interface, Namespace
 from kpemu.traffic.health import HealthSpec
@@ -132,6 +133,7 @@ class Job:
     faults: tuple[dict[str, Any], ...] = ()  # kpemu.plan.faults.FaultStep as JSON (kpemu.kernel.faults applies them)
     servers: tuple[ServerSpec, ...] = ()
     health: tuple[HealthSpec, ...] = ()  # kube-proxy's health-check servers, per node (kpemu.proxy.health)
+    balancers: tuple[BalancerSpec, ...] = ()  # external load balancers that health-check the nodes
     captures: tuple[Interface, ...] = ()
     snaplen: int = 512  # bytes tcpdump keeps of each frame (the scenario's snaplen)
     nat_members: dict[str, str] = field(default_factory=dict)  # member -> namespace whose conntrack is read
@@ -164,6 +166,7 @@ class Collected:
     traces: dict[str, TraceData]  # flow -> trace texts, counter snapshots, kernel drops
     points: tuple[Interface, ...]
     faults: tuple[dict[str, Any], ...] = ()  # the faults applied (plan step + the commands run, `done`)
+    balanced: tuple[dict[str, Any], ...] = ()  # each health-checking balancer's checks (kpemu.jobs.balancers)
     seconds: float
     trace: bool
     kernel: str  # the release of the kernel that ran the lab

@@ -149,4 +149,5 @@ def test_the_shipped_scenario_s_job_carries_the_checks() -> None:
     assert [(h.node, h.services) for h in job.health] == [
         ("node1", (ServiceCheck("default", "web", 32000, 1),)),
         ("node2", (ServiceCheck("default", "web", 32000, 0),)),
+        ("node3", (ServiceCheck("default", "web", 32000, 0),)),
     ]
