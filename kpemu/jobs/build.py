@@ -68,12 +68,13 @@ def deploy_job(lp: LabPlan, source: str = "", serve: bool = False) -> Job:
                trace_kind=mode.trace,
                containers={m: ContainerSpec(plan.netns(m), c.image, tuple(c.command) if c.command is not None else None,
                                             dict(c.env)) for m, c in sorted(topo.containers().items())},
-               nodes={n.name: plan.netns(n.name) for n in topo.nodes}, device_needs=cni_of(topo).device_needs)
+               nodes={n.name: plan.netns(n.name) for n in topo.nodes}, device_needs=cni_of(topo).device_needs,
+               health=health_specs(topo, plan), balancers=health_checking_balancers(lp))
 
 
-def health_checking_balancers(sc: Scenario, lp: LabPlan) -> tuple[BalancerSpec, ...]:
-    """The scenario's external load balancers with a Service kube-proxy health-checks behind them."""
-    topo, out = sc.topology, []
+def health_checking_balancers(lp: LabPlan) -> tuple[BalancerSpec, ...]:
+    """The lab's external load balancers with a Service kube-proxy health-checks behind them."""
+    topo, out = lp.topology, []
     for e in topo.externals:
         targets = loadbalancer_targets(topo, e) if e.role == "loadbalancer" and e.vip is not None else ()
         if any(t.health_port for t in targets):
@@ -93,8 +94,6 @@ def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = Fals
         kind="collect", trace=trace, settle=sc.spec.settle, keep=keep,
         faults=tuple(s.to_json() for s in lp.faults),
         servers=pod_servers(topo, plan),
-        health=health_specs(topo, plan),
-        balancers=health_checking_balancers(sc, lp),
         captures=tuple(capture_points(plan, topo, sc.flows)),
         snaplen=sc.spec.snaplen,
         nat_members={m: plan.netns(m) for m in nat},

@@ -51,7 +51,7 @@ from kpemu.plan.tracing import TraceData
 from kpemu.sizing import descriptors_needed
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.client import connections
-from kpemu.traffic.health import HealthServers, open_health_sockets
+from kpemu.traffic.health import HealthServers, serve_health
 from kpemu.traffic.labserver import SERVE_FILES, start_lab_server
 from kpemu.traffic.result import FlowResult
 from kpemu.traffic.server import PodServers, kernel_has_sctp, serve_pods
@@ -194,7 +194,11 @@ def deploy(job: Job, progress: Progress = _quiet, state: LabState | None = None,
     state.deploy_seconds = time.perf_counter() - started
     if job.serve:
         try:
-            start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab))
+            start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab),
+                             [h.to_json() for h in job.health])
+            for probed in check_balancers(job.balancers, run_step):  # as a run does, once the servers listen
+                progress(f"{probed.balancer} health checks: "
+                         + ", ".join(f"{k} {v or 'no answer'}" for k, v in probed.status.items()))
         except BaseException:
             destroy(job.lab)
             raise
@@ -227,20 +231,12 @@ class _Gathered:
                          kernel=os.uname().release, readback=job.readback, timings=tuple(self.timings))
 
 
-def serve_health(job: Job) -> HealthServers:
+def _serve_health(job: Job) -> HealthServers:
     """kube-proxy's health-check servers of every node, listening in its namespace; `close()` when done."""
-    health = HealthServers()
     try:
-        for spec in job.health:
-            with nsmod.inside(spec.ns):
-                try:
-                    health.add(spec, open_health_sockets(spec))
-                except OSError as e:
-                    raise ApplyError(f"kube-proxy's health servers on {spec.node}: {e.strerror}") from None
-    except BaseException:
-        health.close()
-        raise
-    return health
+        return serve_health(list(job.health))
+    except OSError as e:
+        raise ApplyError(f"kube-proxy's health servers: {e.strerror or e}") from None
 
 
 def refuse_sctp_flows(job: Job, has_sctp: bool) -> None:
@@ -268,7 +264,7 @@ def _servers(job: Job) -> Iterator[PodServers]:
         raise ApplyError(f"the pods' servers: {e.strerror or e}") from None
     health = None
     try:
-        health = serve_health(job)
+        health = _serve_health(job)
         own = [s.to_json() for s in job.servers if s.own]  # an image's own server answers in its container
         if own:
             from kpemu.traffic.container import wait_listening
@@ -427,7 +423,8 @@ def _keep(job: Job, state: LabState) -> bool:
     """`kpemu run --keep`: the lab stays as a deployed one, its pods serving (kpemu.traffic.labserver);
     the kernel-wide settings its faults changed are put back, as the lab's own stay."""
     restore_kernel_wide()
-    start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab))
+    start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab),
+                     [h.to_json() for h in job.health])
     state.command = "deploy"
     state.save()
     return True

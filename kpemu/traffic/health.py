@@ -64,6 +64,12 @@ class HealthSpec:
         return {"ns": self.ns, "node": self.node, "minor": self.minor, "bind": list(self.bind),
                 "healthz": self.healthz, "services": [s.to_json() for s in self.services]}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HealthSpec:
+        """The spec `to_json` wrote (the detached lab server reads it back)."""
+        return cls(ns=data["ns"], node=data["node"], minor=int(data["minor"]), bind=tuple(data["bind"]),
+                   healthz=data["healthz"], services=tuple(ServiceCheck(**s) for s in data["services"]))
+
 
 @dataclass(frozen=True)
 class ReleaseFacts:
@@ -234,6 +240,21 @@ def _listen(address: str, port: int) -> socket.socket:
     s.bind((address, port))
     s.listen(128)
     return s
+
+
+def serve_health(specs: list[HealthSpec]) -> HealthServers:
+    """Every node's health servers of `specs`, listening in its namespace; `close()` when done."""
+    from kpemu.kernel import netns as nsmod
+
+    health = HealthServers()
+    try:
+        for spec in specs:
+            with nsmod.inside(spec.ns):
+                health.add(spec, open_health_sockets(spec))
+    except BaseException:
+        health.close()
+        raise
+    return health
 
 
 def open_health_sockets(spec: HealthSpec) -> list[tuple[ServiceCheck | None, socket.socket]]:
