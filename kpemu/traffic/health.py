@@ -117,7 +117,9 @@ def service_body(check: ServiceCheck, facts: ReleaseFacts) -> str:
 
 def proxy_body(path: str, facts: ReleaseFacts, now: int, monotonic: int, synced: int) -> str:
     """The body of /healthz or /livez of a healthy, eligible kube-proxy at `now` (ns since the epoch;
-    `monotonic` ns since it started), its rules synced at `synced`."""
+    `monotonic` ns since it started), its rules synced at `synced`. 1.33+ lists one status per proxier:
+    only IPv4 here, the family kpemu programs (a real node whose kernel also has IPv6 iptables runs a
+    dual-stack proxier and lists IPv6 beside it)."""
     if facts.marshalled:
         doc: dict[str, Any] = {"lastUpdated": go_time_json(now), "currentTime": go_time_json(now)}
         if path == "/healthz":
