@@ -65,6 +65,7 @@ def tcp_flags(value: int) -> str:
 def _decode(ip: object, point: str, index: int, ts_ns: int) -> Pkt | None:
     from scapy.layers.inet import ICMP, IP, TCP, UDP
     from scapy.layers.l2 import Ether
+    from scapy.layers.sctp import SCTP
     from scapy.layers.vxlan import VXLAN
 
     if not isinstance(ip, IP):
@@ -88,6 +89,9 @@ def _decode(ip: object, point: str, index: int, ts_ns: int) -> Pkt | None:
         payload = bytes(l4.payload)
     elif isinstance(l4, UDP):
         proto, sport, dport = "udp", int(l4.sport), int(l4.dport)
+        payload = bytes(l4.payload)
+    elif isinstance(l4, SCTP):
+        proto, sport, dport = "sctp", int(l4.sport), int(l4.dport)
         payload = bytes(l4.payload)
     elif isinstance(l4, ICMP):
         proto, payload = "icmp", bytes(l4)

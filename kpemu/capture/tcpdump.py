@@ -19,9 +19,9 @@ from kpemu.traffic.procs import wait_for_lines
 
 LISTEN_TIMEOUT = 5.0
 STOP_TIMEOUT = 3.0
-# What the text renderings (the ledger's goldens) show: IPv4 TCP/UDP/ICMP and IPIP (protocol 4, calico's
+# What the text renderings (the ledger's goldens) show: IPv4 TCP/UDP/SCTP/ICMP and IPIP (protocol 4, calico's
 # underlay); not ARP, whose timing differs run to run.
-FILTER = ["ip", "and", "(tcp", "or", "udp", "or", "icmp", "or", "ip", "proto", "4)"]
+FILTER = ["ip", "and", "(tcp", "or", "udp", "or", "sctp", "or", "icmp", "or", "ip", "proto", "4)"]
 # What the pcaps hold: that and ARP, which Wireshark users (and a verdict that cites ARP) look for.
 CAPTURE_FILTER = ["arp", "or", "(", *FILTER, ")"]
 SNAPLEN = 512  # bytes kept of each frame: every header kpemu reads, the start of the payload

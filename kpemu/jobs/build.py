@@ -18,8 +18,11 @@ from kpemu.labplan import LabPlan
 from kpemu.model.scenario import Scenario
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, fabric_steps
+from kpemu.plan.fabric import loadbalancer_targets
+from kpemu.plan.lbrules import BalancerSpec
 from kpemu.plan.tracing import flow_match
 from kpemu.plan.types import Plan
+from kpemu.proxy.health import health_specs
 from kpemu.proxy.modes import mode_of
 from kpemu.proxy.proxymode import restore_step
 from kpemu.statedir import PREFIX
@@ -45,10 +48,11 @@ def lab_steps(lp: LabPlan) -> tuple[list[Step], list[Readback]]:
 
 
 def pod_servers(topo: Topology, plan: Plan) -> tuple[ServerSpec, ...]:
-    """Every pod's server: its TCP and UDP ports (an image's own when it has one)."""
+    """Every pod's server: its TCP, UDP and SCTP ports (an image's own when it has one)."""
     return tuple(ServerSpec(plan.netns(p.name), p.name, p.has_image,
                             tuple(pp.port for pp in p.ports if pp.protocol == "TCP"),
-                            tuple(pp.port for pp in p.ports if pp.protocol == "UDP"))
+                            tuple(pp.port for pp in p.ports if pp.protocol == "UDP"),
+                            tuple(pp.port for pp in p.ports if pp.protocol == "SCTP"))
                  for p in topo.pods if p.ports)
 
 
@@ -64,7 +68,20 @@ def deploy_job(lp: LabPlan, source: str = "", serve: bool = False) -> Job:
                trace_kind=mode.trace,
                containers={m: ContainerSpec(plan.netns(m), c.image, tuple(c.command) if c.command is not None else None,
                                             dict(c.env)) for m, c in sorted(topo.containers().items())},
-               nodes={n.name: plan.netns(n.name) for n in topo.nodes}, device_needs=cni_of(topo).device_needs)
+               nodes={n.name: plan.netns(n.name) for n in topo.nodes}, device_needs=cni_of(topo).device_needs,
+               health=health_specs(topo, plan), balancers=health_checking_balancers(lp))
+
+
+def health_checking_balancers(lp: LabPlan) -> tuple[BalancerSpec, ...]:
+    """The lab's external load balancers with a Service kube-proxy health-checks behind them."""
+    topo, out = lp.topology, []
+    for e in topo.externals:
+        targets = loadbalancer_targets(topo, e) if e.role == "loadbalancer" and e.vip is not None else ()
+        if any(t.health_port for t in targets):
+            assert e.vip is not None
+            out.append(BalancerSpec(e.name, lp.fabric.netns(e.name), e.vip, targets,
+                                    restore_step("", "", "", topo.kubeProxy.backend).argv))
+    return tuple(out)
 
 
 def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = False) -> Job:
@@ -81,7 +98,8 @@ def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = Fals
         snaplen=sc.spec.snaplen,
         nat_members={m: plan.netns(m) for m in nat},
         flows=tuple(FlowSpec(name=f.flow.name, src_ns=plan.netns(f.src_member), dst=f.dst_ip, port=f.dst_port,
-                             proto="tcp" if f.protocol == "TCP" else "udp", match=flow_match(topo, f),
+                             proto=f.protocol.lower(),  # type: ignore[arg-type]
+                              match=flow_match(topo, f),
                              from_=f.flow.from_, connections=f.flow.connections, timeout=f.flow.timeout,
                              size=f.flow.size or 0, sport=f.flow.sourcePort, http=f.flow.http,
                              command=tuple(f.flow.command) if f.flow.command is not None else None,

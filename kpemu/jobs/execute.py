@@ -29,11 +29,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from kpemu.analyse.drops import window as drops_window
 from kpemu.capture.tcpdump import render_text, start_captures, stop_captures
 from kpemu.cni.spec import DeviceNeed
-from kpemu.errors import ApplyError, EnvironmentProblem, KpemuError
+from kpemu.errors import ApplyError, EnvironmentProblem, InputError, KpemuError, Problem
+from kpemu.jobs.balancers import check_balancers
 from kpemu.jobs.schema import COLLECTED, Collected, FlowSpec, Job
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel import nfacct, snapshot
@@ -50,9 +52,10 @@ from kpemu.plan.tracing import TraceData
 from kpemu.sizing import descriptors_needed
 from kpemu.statedir import scratch_dir
 from kpemu.traffic.client import connections
+from kpemu.traffic.health import HealthServers, serve_health
 from kpemu.traffic.labserver import SERVE_FILES, start_lab_server
 from kpemu.traffic.result import FlowResult
-from kpemu.traffic.server import PodServers, serve_pods
+from kpemu.traffic.server import PodServers, kernel_has_sctp, serve_pods
 
 DROP_SLACK_NS = 300_000_000  # a drop reported just after the client gave up still belongs to the flow
 # Seconds between a traced flow's connections: xtables-monitor prints (and looks up) every event,
@@ -178,7 +181,9 @@ def deploy(job: Job, progress: Progress = _quiet, state: LabState | None = None,
     state = state or claim(job)
     timings = [] if timings is None else timings
     namespaces = state.namespaces
-    nsmod.raise_nofile(descriptors_needed(sum(len(s.tcp) + len(s.udp) for s in job.servers), len(job.captures)))
+    nsmod.raise_nofile(descriptors_needed(sum(len(s.tcp) + len(s.udp) + len(s.sctp) for s in job.servers)
+                                          + sum(1 + len(h.services) * len(h.bind) for h in job.health),
+                                          len(job.captures)))
     started = time.perf_counter()
     try:
         for step in job.steps:
@@ -190,7 +195,11 @@ def deploy(job: Job, progress: Progress = _quiet, state: LabState | None = None,
     state.deploy_seconds = time.perf_counter() - started
     if job.serve:
         try:
-            start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab))
+            start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab),
+                             [h.to_json() for h in job.health])
+            for probed in check_balancers(job.balancers, run_step):  # as a run does, once the servers listen
+                progress(f"{probed.balancer} health checks: "
+                         + ", ".join(f"{k} {v or 'no answer'}" for k, v in probed.status.items()))
         except BaseException:
             destroy(job.lab)
             raise
@@ -212,19 +221,51 @@ class _Gathered:
     conntrack: dict[str, str] = field(default_factory=dict)
     ipvs: dict[str, str] = field(default_factory=dict)
     faults: list[AppliedFault] = field(default_factory=list)
+    balanced: list[dict[str, Any]] = field(default_factory=list)
     timings: Timings = field(default_factory=list)
 
     def collected(self, job: Job, seconds: float) -> Collected:
         """collected.json's content: what was gathered for `job` in `seconds`, on this kernel."""
         return Collected(results=self.results, conntrack=self.conntrack, ipvs=self.ipvs, traces=self.traces,
-                         points=job.captures, faults=tuple(self.faults), seconds=seconds, trace=job.trace,
+                         points=job.captures, faults=tuple(self.faults), balanced=tuple(self.balanced),
+                         seconds=seconds, trace=job.trace,
                          kernel=os.uname().release, readback=job.readback, timings=tuple(self.timings))
+
+
+def _serve_health(job: Job) -> HealthServers:
+    """kube-proxy's health-check servers of every node, listening in its namespace; `close()` when done."""
+    try:
+        return serve_health(list(job.health))
+    except OSError as e:
+        raise ApplyError(f"kube-proxy's health servers: {e.strerror or e}") from None
+
+
+def refuse_sctp_flows(job: Job, has_sctp: bool) -> None:
+    """InputError (exit 2) naming the scenario file and every SCTP flow when this kernel has no SCTP:
+    such a flow is never sent as TCP in its place. Before the lab is claimed: nothing is created."""
+    if has_sctp:
+        return
+    problems = [Problem(job.source or job.lab, f"flows[{i}]",
+                        f"flow {f.name} is SCTP and this kernel ({os.uname().release}) has no SCTP (module sctp): "
+                        "kpemu never sends it as TCP instead; run it on a kernel with SCTP (kpemu doctor shows "
+                        "feature sctp; --runtime auto takes the guest kernel when this one lacks it), or drop the "
+                        "flow")
+                for i, f in enumerate(job.flows) if f.proto == "sctp"]
+    if problems:
+        raise InputError(problems)
 
 
 @contextlib.contextmanager
 def _servers(job: Job) -> Iterator[PodServers]:
-    servers = serve_pods([(s.pod, s.ns, list(s.tcp), list(s.udp)) for s in job.servers if not s.own])
+    sctp = kernel_has_sctp()  # without it no SCTP flow runs (refuse_sctp_flows), so no SCTP port is served
     try:
+        servers = serve_pods([(s.pod, s.ns, list(s.tcp), list(s.udp), list(s.sctp) if sctp else [])
+                              for s in job.servers if not s.own])
+    except OSError as e:
+        raise ApplyError(f"the pods' servers: {e.strerror or e}") from None
+    health = None
+    try:
+        health = _serve_health(job)
         own = [s.to_json() for s in job.servers if s.own]  # an image's own server answers in its container
         if own:
             from kpemu.traffic.container import wait_listening
@@ -233,6 +274,8 @@ def _servers(job: Job) -> Iterator[PodServers]:
         yield servers
     finally:
         servers.close()
+        if health is not None:
+            health.close()
 
 
 def run_flow(flow: FlowSpec, gap: float = 0.0) -> FlowResult:
@@ -285,6 +328,12 @@ def _traffic(job: Job, out: Path, progress: Progress, gathered: _Gathered, drops
             with timed(timings, "start the captures"):
                 caps = start_captures(list(job.captures), out / "pcaps", job.snaplen)
             progress(f"capturing at {len(caps)} points")
+            if job.balancers:
+                with timed(timings, "health-check the balanced nodes"):
+                    for probed in check_balancers(job.balancers, run_step):
+                        gathered.balanced.append(probed.to_json())
+                        progress(f"{probed.balancer} health checks: "
+                                 + ", ".join(f"{k} {v or 'no answer'}" for k, v in probed.status.items()))
             if drops is not None:
                 with timed(timings, "attach the drop tracer"):
                     drops.wait_ready()
@@ -375,7 +424,8 @@ def _keep(job: Job, state: LabState) -> bool:
     """`kpemu run --keep`: the lab stays as a deployed one, its pods serving (kpemu.traffic.labserver);
     the kernel-wide settings its faults changed are put back, as the lab's own stay."""
     restore_kernel_wide()
-    start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab))
+    start_lab_server([s.to_json() for s in job.servers if not s.own], scratch_dir(job.lab),
+                     [h.to_json() for h in job.health])
     state.command = "deploy"
     state.save()
     return True
@@ -387,6 +437,7 @@ def collect(job: Job, out: Path, progress: Progress = _quiet) -> float:
     The lab is destroyed on every way out, Ctrl-C and SIGTERM included.
     """
     started = time.perf_counter()
+    refuse_sctp_flows(job, kernel_has_sctp())
     claimed = claim(job, "run", str(out))  # before anything else: a refused run touches nothing of the owner's
     gathered = _Gathered()
     drops = None

@@ -19,8 +19,10 @@ from kpemu.cni.spec import DeviceNeed
 from kpemu.errors import EnvironmentProblem, InputError, Problem
 from kpemu.plan.batch import Step
 from kpemu.plan.faultstep import AppliedFault, FaultStep
+from kpemu.plan.lbrules import BalancerSpec
 from kpemu.plan.tracing import FlowMatch, TraceData
 from kpemu.plan.types import Interface, Namespace
+from kpemu.traffic.health import HealthSpec
 from kpemu.traffic.result import FlowResult
 
 JOB_VERSION = 1
@@ -52,6 +54,7 @@ class ServerSpec:
     own: bool = False
     tcp: tuple[int, ...] = ()
     udp: tuple[int, ...] = ()
+    sctp: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return _fields_json(self)
@@ -66,7 +69,7 @@ class FlowSpec:
     src_ns: str
     dst: str
     port: int
-    proto: Literal["tcp", "udp"]
+    proto: Literal["tcp", "udp", "sctp"]
     match: FlowMatch
     from_: str = field(default="", metadata={"json": "from"})
     connections: int = 1
@@ -130,6 +133,8 @@ class Job:
     settle: float = 0.0
     faults: tuple[FaultStep, ...] = ()  # what kpemu.kernel.faults applies, before the first flow or after one
     servers: tuple[ServerSpec, ...] = ()
+    health: tuple[HealthSpec, ...] = ()  # kube-proxy's health-check servers, per node (kpemu.proxy.health)
+    balancers: tuple[BalancerSpec, ...] = ()  # external load balancers that health-check the nodes
     captures: tuple[Interface, ...] = ()
     snaplen: int = 512  # bytes tcpdump keeps of each frame (the scenario's snaplen)
     nat_members: dict[str, str] = field(default_factory=dict)  # member -> namespace whose conntrack is read
@@ -219,6 +224,7 @@ class Collected:
     traces: dict[str, TraceData]  # flow -> trace texts, counter snapshots, kernel drops
     points: tuple[Interface, ...]
     faults: tuple[AppliedFault, ...] = ()  # the faults applied (the step and the commands run, `done`)
+    balanced: tuple[dict[str, Any], ...] = ()  # each health-checking balancer's checks (kpemu.jobs.balancers)
     seconds: float
     trace: bool
     kernel: str  # the release of the kernel that ran the lab

@@ -22,7 +22,8 @@ TRACE_TABLE = "kpemu-trace"
 def trace_table_text(m: FlowMatch) -> str:
     """`nft -f` input creating the trace table for one flow (pure)."""
     p = m.proto.lower()
-    syn = " tcp flags & syn == syn" if m.syn_only and p == "tcp" else ""
+    syn = " tcp flags & syn == syn" if m.syn_only and p == "tcp" else \
+        " sctp chunk init exists" if m.syn_only and p == "sctp" else ""
     matches = [
         f"{f'ip saddr {m.client} ' if m.client else ''}ip daddr {m.dst} {p} dport {m.dport}",
         f"ip saddr {m.dst} {f'ip daddr {m.client} ' if m.client else ''}{p} sport {m.dport}",

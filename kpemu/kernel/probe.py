@@ -233,6 +233,16 @@ class _Prober:
         self.add("br_netfilter", ok, "/proc/sys/net/bridge/bridge-nf-call-iptables in the netns",
                  "br_netfilter not loaded" if not ok else "")
 
+    def sctp(self) -> None:
+        """SCTP sockets (module sctp): a one-to-one SCTP socket opened inside the probe namespace."""
+        try:
+            with nsmod.inside(self.ns), socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_SCTP):
+                pass
+            self.add("sctp", True, "socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) in a namespace")
+        except OSError as e:
+            self.add("sctp", False, "socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP) in a namespace",
+                     f"{e.strerror or e} (this kernel has no SCTP: module sctp)")
+
     def nfacct(self) -> None:
         """kube-proxy's nfacct counters (iptables mode 1.30+): nfnetlink_acct creates them, xt_nfacct
         matches them; a kernel with the first and not the second fails kube-proxy's iptables-restore."""
@@ -282,6 +292,7 @@ def probe(in_guest: bool = False, find_tool: Callable[[str], str | None] = shuti
         p.ipvs()
         p.ipsets()
         p.netfilter()
+        p.sctp()
         caps.features.update(p.found)
     finally:
         nsmod.delete_netns(ns)
@@ -309,5 +320,5 @@ def _kernel_feature_names() -> list[str]:
     names = ["veth", "bridge", "vxlan", "dummy", "ipip", "ip_vs"]
     names += [f"ipset:{t}" for t in IPSET_TYPES]
     names += ["iptables-nft", "iptables-legacy", "iptables", "random-fully"]
-    names += [f"match:{m}" for m in MATCHES] + ["TRACE", "nftables", "conntrack", "br_netfilter"]
+    names += [f"match:{m}" for m in MATCHES] + ["TRACE", "nftables", "conntrack", "br_netfilter", "sctp"]
     return names

@@ -64,7 +64,7 @@ class Flow(Strict):
     name: FlowName
     from_: str = Field(alias="from")
     to: Target
-    protocol: Literal["TCP", "UDP"] | None = None  # default: the destination port's protocol
+    protocol: Literal["TCP", "UDP", "SCTP"] | None = None  # default: the destination port's protocol
     connections: int = Field(1, ge=1, le=MAX_CONNECTIONS)
     timeout: float = Field(2.0, gt=0, le=10)  # seconds per connection attempt
     size: int | None = Field(None, ge=1, le=60000)  # request bytes (default: just the marker line)
@@ -214,7 +214,7 @@ class ResolvedFlow:
     src_member: str
     dst_ip: str
     dst_port: int
-    protocol: Literal["TCP", "UDP"]
+    protocol: Literal["TCP", "UDP", "SCTP"]
     candidates: tuple[str, ...]  # pods that could answer (for captures and reports)
     src_container: bool = False  # the source is a container member (it runs its own client command)
 

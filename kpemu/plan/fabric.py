@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from kpemu.model.names import netns_name, short_ifname
 from kpemu.model.topology import External, Topology
+from kpemu.plan.lbrules import LbTarget, balancer_rules
 from kpemu.plan.parts import Parts
 from kpemu.plan.types import Interface, Namespace, Plan, Route, Rules, Sysctl
 
@@ -113,30 +114,26 @@ def _plan_externals(topo: Topology, p: Parts, under: str) -> None:
                 p.rules.append(Rules(ns, loadbalancer_rules(topo, e), "loadbalancer"))
 
 
-def loadbalancer_rules(topo: Topology, lb: External) -> str:
-    """An external L4 load balancer (seed 002): VIP:port -> every node's NodePort, full NAT.
-
-    It DNATs to a node chosen at random and MASQUERADEs, so replies return through it, as a
-    cloud load balancer in proxy mode does.
-    """
-    lines = ["*nat", ":KPEMU-LB - [0:0]", "-A PREROUTING -j KPEMU-LB"]
+def loadbalancer_targets(topo: Topology, lb: External) -> tuple[LbTarget, ...]:
+    """Every node behind each NodePort of the balancer's Services, with the healthCheckNodePort it probes
+    when kube-proxy health-checks the Service (type LoadBalancer, externalTrafficPolicy Local)."""
+    out = []
     for key in lb.backends:
         svc = topo.service(key)
         assert svc is not None  # validated: every backend of a load balancer is a Service
+        checked = svc.type == "LoadBalancer" and svc.externalTrafficPolicy == "Local"
         for port in svc.ports:
             if port.nodePort is None:
                 continue
-            proto = port.protocol.lower()
-            n = len(topo.nodes)
-            for i, node in enumerate(topo.nodes):
-                stat = f"-m statistic --mode random --probability {1 / (n - i):.10f} " if i < n - 1 else ""
-                lines.append(
-                    f"-A KPEMU-LB -d {lb.vip}/32 -p {proto} -m {proto} --dport {port.port} "
-                    f'-m comment --comment "lb {svc.key}:{port.port} -> {node.name}" '
-                    f"{stat}-j DNAT --to-destination {node.ip}:{port.nodePort}"
-                )
-    lines += ["-A POSTROUTING -m conntrack --ctstate DNAT -j MASQUERADE", "COMMIT", ""]
-    return "\n".join(lines)
+            out += [LbTarget(svc.key, port.port, port.protocol.lower(), node.name, node.ip, port.nodePort,
+                             svc.healthCheckNodePort if checked else None) for node in topo.nodes]
+    return tuple(out)
+
+
+def loadbalancer_rules(topo: Topology, lb: External) -> str:
+    """An external L4 load balancer (seed 002): VIP:port -> every node's NodePort, full NAT (kpemu.plan.lbrules)."""
+    assert lb.vip is not None  # validated: a load balancer has a VIP
+    return balancer_rules(lb.vip, loadbalancer_targets(topo, lb))
 
 
 def capture_points(plan: Plan) -> set[str]:

@@ -98,8 +98,9 @@ def _resolve(topo: Topology, fl: Flow, i: int, file: str, problems: list[Problem
     return ResolvedFlow(fl, fl.from_, lb.vip, sp.port, proto, cands)
 
 
-def _proto(p: str) -> Literal["TCP", "UDP"]:
-    return "UDP" if p == "UDP" else "TCP"
+def _proto(p: str) -> Literal["TCP", "UDP", "SCTP"]:
+    """The flow's protocol as given (a Service port's SCTP stays SCTP: it is never sent as TCP)."""
+    return "UDP" if p == "UDP" else "SCTP" if p == "SCTP" else "TCP"
 
 
 def _backends(topo: Topology, svc: Service) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ LOST_EVENTS = "No buffer space available"  # xtables-monitor's last words when i
 class FlowMatch:
     """The tuples a flow's packets can carry: client -> service, and after DNAT -> backends."""
 
-    proto: str  # tcp | udp
+    proto: str  # tcp | udp | sctp
     client: str | None  # source address (None: any source)
     dst: str
     dport: int
@@ -41,7 +41,8 @@ def trace_rule_args(m: FlowMatch) -> list[tuple[str, ...]]:
     com = ("-m", "comment", "--comment", f"kpemu-trace:{m.tag}")
     src = ("-s", m.client) if m.client else ()
     back = ("-d", m.client) if m.client else ()
-    syn = ("--tcp-flags", "SYN", "SYN") if m.syn_only and p == "tcp" else ()
+    syn = ("--tcp-flags", "SYN", "SYN") if m.syn_only and p == "tcp" else \
+        ("--chunk-types", "any", "INIT,INIT_ACK") if m.syn_only and p == "sctp" else ()
     out = [
         (*src, "-d", m.dst, "-p", p, "-m", p, "--dport", str(m.dport), *syn, *com, "-j", "TRACE"),
         ("-s", m.dst, *back, "-p", p, "-m", p, "--sport", str(m.dport), *syn, *com, "-j", "TRACE"),

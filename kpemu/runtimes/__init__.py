@@ -40,6 +40,7 @@ class Needs:
     cni: str
     mode: str
     extra: tuple[str, ...] = ()  # a scenario's faults' (kpemu.faults: each kind's features)
+    sctp_flows: tuple[str, ...] = ()  # the scenario's SCTP flows ("flows[i] NAME"): they need feature sctp
 
 
 def in_guest() -> bool:
@@ -67,7 +68,8 @@ def needs_of(sc: Scenario) -> Needs:
     from kpemu.faults import FAULTS
 
     extra = tuple(f for fault in sc.spec.faults for f in FAULTS[fault.kind].features)
-    return Needs(sc.topology.cni, sc.topology.kubeProxy.mode, extra)
+    sctp = tuple(f"{sc.path}: flows[{i}] {f.flow.name}" for i, f in enumerate(sc.flows) if f.protocol == "SCTP")
+    return Needs(sc.topology.cni, sc.topology.kubeProxy.mode, extra, sctp)
 
 
 def _requested(requested: str | None) -> str:
@@ -89,6 +91,8 @@ def _decide(caps: Capabilities, needs: Needs, refuse: bool) -> tuple[Runtime, st
         lacking[f"{needs.cni}/{needs.mode}"] = missing
     if caps.missing(list(needs.extra)):
         lacking["a fault"] = caps.missing(list(needs.extra))
+    if needs.sctp_flows and not caps.has("sctp"):
+        lacking[f"SCTP flow {', '.join(needs.sctp_flows)} (sent as SCTP, never as TCP)"] = ["sctp"]
     if not lacking:
         return HostRuntime(), f"this kernel ({caps.kernel}) has everything {needs.cni}/{needs.mode} needs"
     why = "; ".join(f"{k} needs {', '.join(v)}" for k, v in lacking.items())

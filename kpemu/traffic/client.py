@@ -30,10 +30,11 @@ def _payload(marker: str, size: int) -> bytes:
 
 
 def _tcp(dst: str, port: int, marker: str, timeout: float, path: str | None = None,
-         candidates: list[str] | None = None, size: int = 0) -> dict:
-    """One TCP connection: the marker line (or, with `path`, an HTTP GET) and what comes back."""
+         candidates: list[str] | None = None, size: int = 0, proto: int = 0) -> dict:
+    """One TCP connection (SCTP association with `proto` IPPROTO_SCTP, a one-to-one socket): the marker
+    line (or, with `path`, an HTTP GET) and what comes back."""
     out: dict = {"connected": False, "reply": None, "backend": None, "outcome": "dropped"}
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("0.0.0.0", 0))
     out["sport"] = s.getsockname()[1]
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flow", required=True)
     ap.add_argument("--dst", required=True)
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--proto", choices=["tcp", "udp"], default="tcp")
+    ap.add_argument("--proto", choices=["tcp", "udp", "sctp"], default="tcp")
     ap.add_argument("--connections", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=2.0)
     ap.add_argument("--gap", type=float, default=0.0, help="seconds to wait between connections (at most 1)")
@@ -150,7 +151,9 @@ def connections(flow: str, dst: str, port: int, proto: str, count: int, timeout:
 
     Sockets are created in the calling thread's network namespace. Bounded: count x (timeout + gap).
     """
-    run = functools.partial(_tcp, size=size) if proto == "tcp" else functools.partial(_udp, size=size, sport=sport)
+    run = functools.partial(_tcp, size=size) if proto == "tcp" else \
+        functools.partial(_tcp, size=size, proto=socket.IPPROTO_SCTP) if proto == "sctp" else \
+        functools.partial(_udp, size=size, sport=sport)
     if http_path is not None:
         run = functools.partial(_tcp, path=http_path, candidates=candidates or [])
     gap = max(0.0, min(gap, 1.0))

@@ -25,12 +25,14 @@ SERVE_FILES = "serve."  # serve.json, serve.log, serve.pid in the lab's scratch 
 PIDFILE = SERVE_FILES + "pid"
 
 
-def start_lab_server(pods: list[dict[str, object]], directory: Path) -> str:
-    """Start serving `pods` ({pod, ns, tcp, udp}) from a detached process recorded in `directory`; its
-    `pid:start` token once it is ready. EnvironmentProblem with its log when it does not get ready."""
+def start_lab_server(pods: list[dict[str, object]], directory: Path,
+                     health: list[dict[str, object]] | None = None) -> str:
+    """Start serving `pods` ({pod, ns, tcp, udp, sctp}) and kube-proxy's `health` servers (HealthSpec JSON)
+    from a detached process recorded in `directory`; its `pid:start` token once it is ready.
+    EnvironmentProblem with its log when it does not get ready."""
     directory.mkdir(parents=True, exist_ok=True)
     spec, log = directory / f"{SERVE_FILES}json", directory / f"{SERVE_FILES}log"
-    spec.write_text(json.dumps(pods))
+    spec.write_text(json.dumps({"pods": pods, "health": health or []}))
     env = {k: v for k, v in os.environ.items() if k != ENV}
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "kpemu.traffic.serve_lab", str(spec)], stdin=subprocess.DEVNULL,

@@ -69,11 +69,14 @@ def _udp_loop(sock: socket.socket, name: str) -> None:
                 sock.sendto(_answer(data, name), peer)
 
 
-def open_sockets(tcp: list[int], udp: list[int]) -> list[tuple[str, socket.socket]]:
-    """Bound (and, for TCP, listening) sockets in the calling thread's network namespace."""
+def open_sockets(tcp: list[int], udp: list[int], sctp: tuple[int, ...] | list[int] = ()
+                 ) -> list[tuple[str, socket.socket]]:
+    """Bound (and, for TCP and SCTP, listening) sockets in the calling thread's network namespace; SCTP
+    sockets are one-to-one (SOCK_STREAM), answered as TCP connections are."""
     out = []
-    for port in tcp:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    streams = [(port, 0) for port in tcp] + [(port, socket.IPPROTO_SCTP) for port in sctp]
+    for port, proto in streams:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("0.0.0.0", port))
         s.listen(128)
@@ -129,12 +132,21 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-def serve_pods(pods: list[tuple[str, str, list[int], list[int]]]) -> PodServers:
-    """Serve every (pod name, netns, TCP ports, UDP ports) from this process; `close()` when done."""
+def kernel_has_sctp() -> bool:
+    """Whether this kernel opens SCTP sockets (module sctp), tried with a socket as a flow would open one."""
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_SCTP).close()
+    except OSError:
+        return False
+    return True
+
+
+def serve_pods(pods: list[tuple[str, str, list[int], list[int], list[int]]]) -> PodServers:
+    """Serve every (pod name, netns, TCP ports, UDP ports, SCTP ports) from this process; `close()` when done."""
     from kpemu.kernel import netns as nsmod
 
     servers = PodServers()
-    for name, ns, tcp, udp in pods:
+    for name, ns, tcp, udp, sctp in pods:
         with nsmod.inside(ns):
-            servers.add(name, open_sockets(tcp, udp))
+            servers.add(name, open_sockets(tcp, udp, sctp))
     return servers

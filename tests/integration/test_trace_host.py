@@ -81,7 +81,7 @@ def env() -> Iterator[tuple[Topology, LabState]]:
             if "KUBE-SERVICES" not in save(ns, topo.kubeProxy.backend, "nat"):
                 restore(ns, restore_text(iptables_rules(topo, n.name)), topo.kubeProxy.backend)
         servers = serve_pods([(p.name, state.members[p.name], [pp.port for pp in p.ports if pp.protocol == "TCP"],
-                              [pp.port for pp in p.ports if pp.protocol == "UDP"]) for p in topo.pods])
+                              [pp.port for pp in p.ports if pp.protocol == "UDP"], []) for p in topo.pods])
         yield topo, state
     finally:
         if servers is not None:

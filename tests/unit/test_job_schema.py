@@ -37,6 +37,7 @@ COLLECTED_JSON: dict[str, Any] = {
                 "change": "strict reverse-path filtering", "symptom": "dropped on input", "after": None,
                 "elsewhere": [], "rules_changed": [], "conntrack": [], "kernel_wide": None,
                 "done": ["sysctl -q -w net.ipv4.conf.all.rp_filter=1"]}],
+    "balanced": [{"balancer": "lb", "status": {"node1:32000": 200, "node2:32000": None}}],
     "seconds": 3.5, "trace": True, "kernel": "6.1.0-57-amd64",
     "readback": [{"node": "node1", "kind": "iptables", "expected": "*nat\n", "chains": {"nat": ["KUBE-SERVICES"]}},
                  {"node": "node1", "kind": "ipset", "expected": "", "sets": ["KUBE-CLUSTER-IP"]},
@@ -80,7 +81,8 @@ def test_collected_json_survives_unchanged() -> None:
 
 
 def test_an_old_collected_json_without_the_later_fields_still_reads() -> None:
-    old = {k: v for k, v in copy.deepcopy(COLLECTED_JSON).items() if k not in ("faults", "readback", "timings")}
+    later = ("faults", "balanced", "readback", "timings")
+    old = {k: v for k, v in copy.deepcopy(COLLECTED_JSON).items() if k not in later}
     for key in ("drops", "drops_unavailable", "drop_members"):
         del old["traces"]["f"][key]
     col = Collected.from_json(old)

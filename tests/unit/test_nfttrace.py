@@ -150,3 +150,23 @@ def test_1_36_dnat_map_is_attributed_to_the_arm_the_packet_took() -> None:
                                 node_state(topo, "node1"))
     assert {o.dnat for o in pred.outcomes} == {"10.244.0.2:80", "10.244.1.5:80"}
     assert all(o.kube_path() == kube_path(hops) for o in pred.outcomes)
+
+
+def test_replies_through_an_external_balancer_are_not_taken_for_requests() -> None:
+    """Recorded from scenarios/health-check-local.yaml --proxy-mode nftables (1.33), flow via-load-balancer on
+    node1: web-0's SYN-ACKs go to the balancer's address (it masquerades), which the flow does not name; they
+    are replies, and the 16 SYNs are the requests the oracle checks."""
+    from pathlib import Path
+
+    from kpemu.analyse.explain.nft import explain_nft_flow
+    from kpemu.analyse.ledger import FlowLedger
+    from kpemu.inputs.scenario import load_scenario
+    from kpemu.labplan import lab_plan
+    from kpemu.plan.tracing import TraceData
+
+    sc = load_scenario("scenarios/health-check-local.yaml", proxy_mode="nftables")
+    flow = next(f for f in sc.flows if f.flow.name == "via-load-balancer")
+    text = (Path(__file__).resolve().parents[1] / "data" / "trace" / "nft_external_lb_node1.txt").read_text()
+    ex = explain_nft_flow(sc.topology, flow, FlowLedger(flow.flow.name, "prober", flow.dst_ip, "tcp"),
+                          TraceData(texts={"node1": text}), lab_plan(sc.topology, (6, 1)).proxy, {}, {}, frozenset())
+    assert (ex.disagreements, ex.oracle_checked, ex.oracle_nodes) == ([], 16, ["node1"])

@@ -341,3 +341,19 @@ def test_a_dnat_no_traced_rule_made_is_put_on_the_conntrack_entry_the_packet_mat
     cl.request[1].changed_by[0].by = []
     attribute_connection(cl, {})
     assert cl.request[1].changed_by[0].by == []
+
+
+def test_internal_traffic_policy_local_drop_is_explained_as_internal_not_external() -> None:
+    """Recorded from scenarios/internal-traffic-local.yaml (iptables 1.33): cl-1 on node1 to db's clusterIP."""
+    cl = ConnLedger(0, "kpemu:node1-to-db:000", 35731, "dropped", None)
+    cl.request = [hop("cl-1/eth0", "pod", None, "10.244.0.10", 35731, "10.96.0.20", 5432, ip_id=8100),
+                  hop("node1/cni0", "node", "node1", "10.244.0.10", 35731, "10.96.0.20", 5432, ip_id=8100, t=1)]
+    pkts = packets_for(cl.hops, parse_trace((DATA / "itp_local_no_endpoint_node1.txt").read_text(), "node1"))
+    v = connection_verdict(cl, pkts, [], MEMBERS, NETNS)
+    assert v is not None
+    assert (v.at, v.action, v.hook, v.table, v.chain) == ("node1", "DROP", "FORWARD", "filter", "KUBE-SERVICES")
+    assert v.rule == ('-A KUBE-SERVICES -d 10.96.0.20/32 -p tcp -m comment --comment "default/db:pg has no local '
+                      'endpoints" -m tcp --dport 5432 -j DROP')
+    assert v.why == ("the Service has internalTrafficPolicy: Local and this node runs none of its endpoints, so "
+                     "kube-proxy drops traffic from this node to its clusterIP instead of sending it to another "
+                     "node's endpoint")

@@ -27,7 +27,7 @@ from kpemu.analyse.oracle.compare import compare_paths
 from kpemu.analyse.oracle.types import Packet
 from kpemu.model.scenario import ResolvedFlow
 from kpemu.model.topology import Topology
-from kpemu.plan.tracing import TraceData
+from kpemu.plan.tracing import TraceData, flow_match
 from kpemu.proxy.nftables.tx import Table
 from kpemu.proxy.state import ProxyState
 
@@ -78,13 +78,16 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
     tuples = {cl.index: conn_tuples(cl) for cl in fl.connections}
     proto = flow.protocol.lower()
     replies_from = {flow.dst_ip} | {ip for ip, _ in _backends(topo, flow)}
+    # what answers: every address:port the flow can be NATed to (an external balancer's nodes and pods too)
+    served = set(flow_match(topo, flow).backends)
     for node, text in sorted(data.texts.items()):
         table = None
         for hops in journeys(text):
             first = next((h for h in hops if h.table == KUBE_PROXY and h.packet is not None), None)
             pkt = _packet(first, proto) if first else None
             # a backend's reply is not a request; a hairpin request comes from a backend too, to the service
-            if pkt is None or (pkt.src in replies_from and (pkt.dst, pkt.dport) != (flow.dst_ip, flow.dst_port)):
+            if pkt is None or (pkt.src, pkt.sport) in served or \
+                    (pkt.src in replies_from and (pkt.dst, pkt.dport) != (flow.dst_ip, flow.dst_port)):
                 continue
             why = _not_checked(node, pkt, altered, fl, ex, tuples)
             if why is not None:
