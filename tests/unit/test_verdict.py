@@ -12,7 +12,7 @@ from kpemu.analyse.drops import parse_drops, window
 from kpemu.analyse.expect import check_died
 from kpemu.analyse.explain.xtables_trace import xtables_conn_trace
 from kpemu.analyse.ledger import ConnLedger, Hop, PointInfo
-from kpemu.analyse.verdict import NO_TRACE, connection_verdict, ipvs_empty_services
+from kpemu.analyse.verdict import NO_TRACE, WHY, connection_verdict, ipvs_empty_services
 from kpemu.capture.pcap import Pkt
 from kpemu.errors import InputError
 from kpemu.inputs.scenario import load_scenario
@@ -349,11 +349,9 @@ def test_internal_traffic_policy_local_drop_is_explained_as_internal_not_externa
     cl.request = [hop("cl-1/eth0", "pod", None, "10.244.0.10", 35731, "10.96.0.20", 5432, ip_id=8100),
                   hop("node1/cni0", "node", "node1", "10.244.0.10", 35731, "10.96.0.20", 5432, ip_id=8100, t=1)]
     pkts = packets_for(cl.hops, parse_trace((DATA / "itp_local_no_endpoint_node1.txt").read_text(), "node1"))
-    v = connection_verdict(cl, pkts, [], MEMBERS, NETNS)
+    v = connection_verdict(cl, xtables_conn_trace(cl, pkts), [], MEMBERS, NETNS)
     assert v is not None
     assert (v.at, v.action, v.hook, v.table, v.chain) == ("node1", "DROP", "FORWARD", "filter", "KUBE-SERVICES")
     assert v.rule == ('-A KUBE-SERVICES -d 10.96.0.20/32 -p tcp -m comment --comment "default/db:pg has no local '
                       'endpoints" -m tcp --dport 5432 -j DROP')
-    assert v.why == ("the Service has internalTrafficPolicy: Local and this node runs none of its endpoints, so "
-                     "kube-proxy drops traffic from this node to its clusterIP instead of sending it to another "
-                     "node's endpoint")
+    assert v.why == WHY["no local endpoints (internal)"] and v.why.startswith("the Service's traffic policy is Local")

@@ -18,7 +18,10 @@ WHY_RULE = (("has no local endpoints", "no local endpoints"), ("has no endpoints
 
 
 def why_rule(rule: str, chain: str) -> str:
-    """Why kube-proxy's iptables rules hold a rule that drops (by its text or chain); "" for others."""
+    """Why kube-proxy's iptables rules hold a rule that drops (by its text or chain); "" for others. A
+    policy-Local drop in KUBE-SERVICES is internal traffic's (external traffic's is in KUBE-EXTERNAL-SERVICES)."""
+    if "has no local endpoints" in rule and chain == "KUBE-SERVICES":
+        return WHY["no local endpoints (internal)"]
     for needle, why in WHY_RULE:
         if needle in rule or needle == chain:
             return WHY[why]
