@@ -33,7 +33,7 @@ def _nft_alone(args: argparse.Namespace) -> None:
 def _dump_files(args: argparse.Namespace) -> DumpFiles:
     from kpemu.dumps.files import DumpFiles
 
-    return DumpFiles(args.iptables_save, args.ipvs, args.ipset, args.nft)
+    return DumpFiles(args.iptables_save, args.ipvs, args.ipset, args.nft, args.table)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -164,10 +164,13 @@ def _report_drift(drift: Drift, output: str) -> int:
 
 def _dump_arguments(s: argparse.ArgumentParser) -> None:
     """The node dumps check-node and trace read (each optional; `-` is standard input)."""
-    s.add_argument("--iptables-save", metavar="FILE", help="the node's iptables-save output")
-    s.add_argument("--nft", metavar="FILE", help="the node's nft list ruleset output")
-    s.add_argument("--ipvs", metavar="FILE", help="the node's ipvsadm -Sn output")
-    s.add_argument("--ipset", metavar="FILE", help="the node's ipset save output")
+    s.add_argument("--iptables-save", metavar="FILE",
+                   help="the node's iptables-save (-c) or iptables [-t T] -S output, or -A lines of either")
+    s.add_argument("--table", metavar="TABLE", help="the table of an iptables -S output or fragment (else told "
+                   "by its -P policies or chain names)")
+    s.add_argument("--nft", metavar="FILE", help="the node's nft [-j] list ruleset output")
+    s.add_argument("--ipvs", metavar="FILE", help="the node's ipvsadm -Sn or -Ln output")
+    s.add_argument("--ipset", metavar="FILE", help="the node's ipset save or ipset list output")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -12,10 +12,11 @@ from kpemu.errors import InputError, Problem
 class DumpFiles:
     """The node's dumps given on the command line (None: not given)."""
 
-    iptables_save: str | None = None  # iptables-save
-    ipvs: str | None = None  # ipvsadm -Sn
-    ipset: str | None = None  # ipset save
-    nft: str | None = None  # nft list ruleset
+    iptables_save: str | None = None  # iptables-save (-c), iptables -S, or a fragment
+    ipvs: str | None = None  # ipvsadm -Sn or -Ln
+    ipset: str | None = None  # ipset save or list
+    nft: str | None = None  # nft list ruleset, or nft -j list ruleset
+    table: str | None = None  # --table: the table of an `iptables -S` output or a fragment
 
 
 def read_text(path: str) -> str:

@@ -11,12 +11,14 @@ endpoints the EndpointSlices no longer have) and rules of deleted Services stand
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from kpemu.dumps.drift import NODE_WIDE, Drift, diff_lines, service_index, service_key
 from kpemu.dumps.files import DumpFiles, read_text
-from kpemu.dumps.xtables.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm
-from kpemu.errors import InputError
+from kpemu.dumps.xtables.forms import FRAGMENT, LIST, read_iptables
+from kpemu.dumps.xtables.read import parse_ipset_save, parse_ipvsadm
+from kpemu.errors import InputError, Problem
 from kpemu.proxy.ipvs.ipvsadm_text import service_line
 from kpemu.proxy.modes import node_state
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
@@ -154,16 +156,29 @@ def check_dumps(topo: Any, topology_file: str, node: str, files: DumpFiles) -> D
     if (files.ipvs or files.ipset) and walk.ipvs is None:
         raise InputError(f"kpemu check-node: --ipvs/--ipset need kube-proxy in IPVS mode; topology {topology_file} "
                          f"has kubeProxy.mode {topo.kubeProxy.mode}")
-    compared = [f"{f} ({what})" for f, what in ((files.iptables_save, "iptables-save"), (files.ipvs, "ipvsadm -Sn"),
-                                                (files.ipset, "ipset save")) if f]
+    compared = [f"{f} ({what})" for f, what in ((files.ipvs, "ipvsadm"), (files.ipset, "ipset")) if f]
+    dump = read_iptables(read_text(files.iptables_save), files.iptables_save, files.table) \
+        if files.iptables_save else None
+    if dump is not None:
+        if dump.form == FRAGMENT:
+            raise InputError([Problem(files.iptables_save, "", "a fragment (rules without their *table lines, "
+                                      "chains missing) cannot be checked against all of kube-proxy's rules; give the "
+                                      "whole output of iptables-save (or of iptables -t nat -S and iptables -S)")])
+        compared.insert(0, dump.describe(files.iptables_save))
+        if dump.form == LIST:  # iptables -S lists one table: compare the tables it lists
+            walk = replace(walk, rules=_only(walk.rules, set(dump.rules.tables)))
     return _compare(
         topo, node, walk,
-        iptables_save=parse_iptables_save(read_text(files.iptables_save), files.iptables_save)
-        if files.iptables_save else None,
+        iptables_save=dump.rules if dump is not None else None,
         ipvs=parse_ipvsadm(read_text(files.ipvs), files.ipvs) if files.ipvs else None,
         ipsets=parse_ipset_save(read_text(files.ipset), files.ipset).sets if files.ipset else None,
         compared=compared,
     )
+
+
+def _only(rules: RuleSet | None, tables: set[str]) -> RuleSet | None:
+    """`rules` with only the named tables."""
+    return None if rules is None else RuleSet({n: t for n, t in rules.tables.items() if n in tables})
 
 
 def _compare(topo: Any, node: str, walk: Walk, iptables_save: RuleSet | None,

@@ -21,6 +21,7 @@ from kpemu.proxy.rules import BUILTIN_CHAINS, Rule, RuleSet, Table, parse_args, 
 _TABLES = (*BUILTIN_CHAINS, "security")
 _WORD = re.compile(r'(?:"[^"]*"|[^\s"])+')
 _COUNTERS = re.compile(r"\[\d{1,20}:\d{1,20}\]")
+_COUNTED = re.compile(r"\[\d{1,20}:\d{1,20}\]\s+(-[AI] .*)")
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def _bad(path: str, lineno: int, msg: str) -> InputError:
 
 
 @dataclass
-class _Table:
+class TableRead:
     """A table being read: its declared chains and the jumps between them (chain -> [(target, line)])."""
 
     name: str
@@ -48,6 +49,22 @@ class _Table:
 
 
 def parse_iptables_save(text: str, path: str) -> RuleSet:
+    """The rule set of an `iptables-save` dump (with or without `-c` counters); see `read_save`."""
+    return read_save(text, path)[0]
+
+
+def counted(line: str, path: str, n: int) -> str:
+    """A rule of `iptables-save -c` without its `[packets:bytes]` prefix (other lines as they are)."""
+    if not line.startswith("["):
+        return line
+    m = _COUNTED.fullmatch(line)
+    if m is None:
+        raise _bad(path, n, f"not a counted rule: {line[:60]!r}; iptables-save -c prints "
+                            "'[packets:bytes] -A CHAIN ...'")
+    return m[1]
+
+
+def read_save(text: str, path: str) -> tuple[RuleSet, bool]:
     """The rule set of an `iptables-save` dump, checked line by line as `iptables-restore` checks it:
     every value, every chain declared (`:CHAIN`) before a rule is appended to it or jumps to it, no
     jump loop. A table without any `:CHAIN` line is an excerpt (rules quoted from a note, its empty
@@ -56,32 +73,34 @@ def parse_iptables_save(text: str, path: str) -> RuleSet:
     As in seed 001's note, a `*table` may follow the previous one without its COMMIT, but the last
     table must end with COMMIT (iptables-save always prints it): without it the dump is truncated.
     """
-    table: _Table | None = None
-    seen_table = False
+    table: TableRead | None = None
+    seen_table = counters = False
     rs = RuleSet()
     lines = text.splitlines()
     for n, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
+        if line.startswith("[") and table is not None:
+            line, counters = counted(line, path, n), True
         if line.startswith("*"):
             name = line[1:]
             if name not in _TABLES:
                 raise _bad(path, n, f"unknown table {line[:40]!r}; expected one of *{', *'.join(_TABLES)}")
-            _commit(table, path)
-            table, seen_table = _Table(name, n, rs.table(name), set(BUILTIN_CHAINS.get(name, ()))), True
+            commit(table, path)
+            table, seen_table = TableRead(name, n, rs.table(name), set(BUILTIN_CHAINS.get(name, ()))), True
         elif line == "COMMIT":
             if table is None:
                 raise _bad(path, n, "COMMIT without a table (*nat, *filter, ...) before it")
-            _commit(table, path)
+            commit(table, path)
             table = None
         elif table is None:
             hint = " (a table's lines after its COMMIT)" if seen_table else ""
             raise _bad(path, n, f"line outside a table{hint}; an iptables-save dump starts each table with *name")
         elif line.startswith(":"):
-            _declare(table, line, path, n)
+            declare(table, line, path, n)
         elif line.startswith(("-A ", "-I ")):
-            _check_rule(table, line, path, n)
+            check_rule(table, line, path, n)
         else:
             raise _bad(path, n, f"not an iptables-save line: {line[:60]!r}; expected *table, :CHAIN, -A or COMMIT")
     if table is not None:
@@ -90,10 +109,10 @@ def parse_iptables_save(text: str, path: str) -> RuleSet:
                                "COMMIT; save the whole output of iptables-save")
     if not seen_table:
         raise InputError([Problem(path, "", "no table in the dump; expected the output of iptables-save")])
-    return rs
+    return rs, counters
 
 
-def _commit(table: _Table | None, path: str) -> None:
+def commit(table: TableRead | None, path: str) -> None:
     """What the kernel checks when a table is committed: no jump loop (nor a nesting kpemu cannot walk)."""
     if table is None:
         return
@@ -107,7 +126,7 @@ def _commit(table: _Table | None, path: str) -> None:
         raise _bad(path, wrong[1], f"table *{table.name}: {wrong[0]}")
 
 
-def _declare(table: _Table, line: str, path: str, n: int) -> None:
+def declare(table: TableRead, line: str, path: str, n: int) -> None:
     parts = line[1:].split()
     if len(parts) < 2:
         raise _bad(path, n, f"chain line {line[:60]!r} is cut short; expected ':CHAIN POLICY [packets:bytes]'")
@@ -133,7 +152,7 @@ def _declare(table: _Table, line: str, path: str, n: int) -> None:
     table.out.chain(name).policy = policy if builtin else "ACCEPT"
 
 
-def _check_rule(table: _Table, line: str, path: str, n: int) -> None:
+def check_rule(table: TableRead, line: str, path: str, n: int) -> None:
     try:
         toks = _split(line)
     except ValueError as e:
@@ -198,7 +217,7 @@ def _split(line: str) -> list[str]:
     return [w.replace('"', "") for w in _WORD.findall(line)]
 
 
-def _target(table: _Table, chain: str, target: str | None, path: str, n: int) -> None:
+def _target(table: TableRead, chain: str, target: str | None, path: str, n: int) -> None:
     """A rule's target is an extension iptables loads or a user chain declared before it."""
     if target is None or (target in TARGETS and target not in table.chains):
         return

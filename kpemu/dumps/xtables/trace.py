@@ -4,7 +4,7 @@ printed per table and hook."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kpemu.analyse.oracle import node_local_addresses
@@ -13,7 +13,8 @@ from kpemu.analyse.oracle.routes import flannel_routes
 from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.dumps.files import DumpFiles, read_text
 from kpemu.dumps.trace import assumption_lines, result_line, trace_document, trace_header
-from kpemu.dumps.xtables.read import parse_ipset_save, parse_iptables_save, parse_ipvsadm
+from kpemu.dumps.xtables.forms import read_iptables
+from kpemu.dumps.xtables.read import parse_ipset_save, parse_ipvsadm
 from kpemu.errors import InputError
 from kpemu.proxy.modes import node_state
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
@@ -31,15 +32,31 @@ class NodeRules:
     local: frozenset[str]
     ipvs: IpvsModel | None
     source: str
+    missing: dict[tuple[str, str], int] = field(default_factory=dict)  # a fragment's absent chains -> line
 
 
 def run_trace(nr: NodeRules, pkt: Packet) -> Prediction:
     """Every outcome of `pkt` on the node (the oracle's walk); a walk past the oracle's stated limits
     is an InputError naming the rules."""
     try:
-        return predict(nr.rules, pkt, nr.local, nr.node, nr.ipvs, flannel_routes(nr.rules))
+        pred = predict(nr.rules, pkt, nr.local, nr.node, nr.ipvs, flannel_routes(nr.rules))
     except WalkLimit as e:
         raise InputError(f"kpemu trace: {nr.source}: {e}") from None
+    pred.outcomes = [replace(o, verdict=UNDECIDED) if undecided_at(nr, o) else o for o in pred.outcomes]
+    return pred
+
+
+UNDECIDED = "UNDECIDED"
+
+
+def undecided_at(nr: NodeRules, o: Outcome) -> str | None:
+    """Where an outcome's walk jumped into a chain the dump does not hold (a fragment), or None."""
+    for s in o.steps:
+        if s.verdict.startswith("JUMP:") and (s.table, s.verdict[5:]) in nr.missing:
+            chain = s.verdict[5:]
+            return (f"undecided at line {nr.missing[(s.table, chain)]}: -j {chain}, and chain {s.table}/{chain} is not "
+                    "in the dump (a fragment); the walk stops there")
+    return None
 
 
 def _hook_groups(steps: tuple[Step, ...]) -> list[tuple[str, str, list[Step]]]:
@@ -115,15 +132,21 @@ def render_trace(nr: NodeRules, pred: Prediction, origin: str) -> str:
             out.extend(f"    {_line(s)}{_note(s, seen, nr.ipvs)}" for s in steps)
             dnat_done = dnat_done or bool(o.endpoint_chain and table == "nat" and hook in ("PREROUTING", "OUTPUT"))
         out.append(f"  hooks {' -> '.join(o.hooks)}")
+        if (why := undecided_at(nr, o)) is not None:
+            out.append(f"  {why}")
         out.append(f"  {result_line(o, 'KUBE-MARK-MASQ ran')}")
     return "\n".join(out) + "\n"
 
 
 def trace_json(nr: NodeRules, pred: Prediction, origin: str) -> dict[str, Any]:
     """The trace of iptables rules (and IPVS) for scripts (`-o json`)."""
-    return trace_document(nr.node, nr.source, nr.local, pred, origin, lambda o: [
+    doc = trace_document(nr.node, nr.source, nr.local, pred, origin, lambda o: [
         {"table": t, "hook": h, "chain": s.chain, "rule": _line(s), "verdict": s.verdict}
         for t, h, steps in _hook_groups(o.steps) for s in steps])
+    for o, out in zip(pred.outcomes, doc["outcomes"], strict=True):
+        if (why := undecided_at(nr, o)) is not None:
+            out["undecided"] = why
+    return doc
 
 
 def generated_rules(topo: Any, node: str) -> NodeRules:
@@ -139,11 +162,13 @@ def generated_rules(topo: Any, node: str) -> NodeRules:
 
 
 def dumped_rules(node: str, local: set[str], iptables_save: str | None, ipvs: str | None,
-                 ipset: str | None, fallback: NodeRules | None = None) -> NodeRules:
+                 ipset: str | None, fallback: NodeRules | None = None, table: str | None = None) -> NodeRules:
     """The rules of a node's real dumps (files; `-` is standard input). Without an iptables-save
     dump, the iptables rules of `fallback` (kpemu's generated ones) go with the IPVS dumps."""
+    missing: dict[tuple[str, str], int] = {}
     if iptables_save:
-        rs, sources = parse_iptables_save(read_text(iptables_save), iptables_save), [f"{iptables_save} (iptables-save)"]
+        dump = read_iptables(read_text(iptables_save), iptables_save, table)
+        rs, sources, missing = dump.rules, [dump.describe(iptables_save)], dump.missing
     elif fallback is not None:
         rs, sources = fallback.rules, [f"iptables rules {fallback.source}"]
     else:
@@ -157,7 +182,7 @@ def dumped_rules(node: str, local: set[str], iptables_save: str | None, ipvs: st
         model = IpvsModel(sets.sets, tuple(vss))
         local = local | {v.address for v in vss}  # kube-proxy binds every virtual address to kube-ipvs0
         sources += [f"{ipvs} (ipvsadm -Sn)", f"{ipset} (ipset save)"]
-    return NodeRules(node, rs, frozenset(local | {"127.0.0.1"}), model, ", ".join(sources))
+    return NodeRules(node, rs, frozenset(local | {"127.0.0.1"}), model, ", ".join(sources), missing)
 
 
 def node_rules(topo: Any, node: str, node_ips: list[str], files: DumpFiles) -> NodeRules:
@@ -175,4 +200,4 @@ def node_rules(topo: Any, node: str, node_ips: list[str], files: DumpFiles) -> N
         raise InputError("kpemu trace: a dump without a topology needs the node's addresses: --node-ip IP "
                          "(e.g. its InternalIP)")
     local = set(generated.local) if generated else set()
-    return dumped_rules(node, local | set(node_ips), iptables_save, ipvs, ipset, generated)
+    return dumped_rules(node, local | set(node_ips), iptables_save, ipvs, ipset, generated, files.table)
