@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from kpemu.errors import InputError, Problem
 
@@ -17,6 +18,8 @@ class DumpFiles:
     ipset: str | None = None  # ipset save or list
     nft: str | None = None  # nft list ruleset, or nft -j list ruleset
     table: str | None = None  # --table: the table of an `iptables -S` output or a fragment
+
+    options: ClassVar[tuple[str, ...]] = ("table",)  # the fields that tell how a file is read, not files
 
 
 def read_text(path: str) -> str:
