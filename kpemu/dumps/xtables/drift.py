@@ -17,7 +17,8 @@ from typing import Any
 from kpemu.dumps.drift import NODE_WIDE, Drift, diff_lines, service_index, service_key
 from kpemu.dumps.files import DumpFiles, read_text
 from kpemu.dumps.xtables.forms import FRAGMENT, LIST, read_iptables
-from kpemu.dumps.xtables.read import parse_ipset_save, parse_ipvsadm
+from kpemu.dumps.xtables.listed import RATE, STATS
+from kpemu.dumps.xtables.read import parse_ipset_save, read_ipvs
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.ipvs.ipvsadm_text import service_line
 from kpemu.proxy.modes import node_state
@@ -170,10 +171,20 @@ def check_dumps(topo: Any, topology_file: str, node: str, files: DumpFiles) -> D
     return _compare(
         topo, node, walk,
         iptables_save=dump.rules if dump is not None else None,
-        ipvs=parse_ipvsadm(read_text(files.ipvs), files.ipvs) if files.ipvs else None,
+        ipvs=_servers(files.ipvs) if files.ipvs else None,
         ipsets=parse_ipset_save(read_text(files.ipset), files.ipset).sets if files.ipset else None,
         compared=compared,
     )
+
+
+def _servers(path: str) -> list:
+    """The virtual servers of an `ipvsadm -Sn` or `-Ln` file; --stats and --rate list no scheduler and no
+    weight, which a check compares: refused."""
+    listing = read_ipvs(read_text(path), path)
+    if listing.form in (STATS, RATE):
+        raise InputError([Problem(path, "", f"{listing.form} lists no scheduler and no weight, which check-node "
+                                            "compares: give ipvsadm -Ln (or -Sn) output")])
+    return listing.servers
 
 
 def _only(rules: RuleSet | None, tables: set[str]) -> RuleSet | None:

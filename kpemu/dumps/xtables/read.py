@@ -14,6 +14,13 @@ from kpemu.analyse.oracle.iptables import MAX_DEPTH
 from kpemu.dumps import values
 from kpemu.dumps.jumps import loop_or_depth
 from kpemu.dumps.xtables.check import TARGETS, chain_name, check_values
+from kpemu.dumps.xtables.listed import (
+    IpvsListing,
+    is_ipset_listing,
+    is_ipvsadm_listing,
+    read_ipset_listing,
+    read_ipvsadm_listing,
+)
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.ipvs.ipvsadm_text import VirtualServer, parse_ipvsadm_save
 from kpemu.proxy.rules import BUILTIN_CHAINS, Rule, RuleSet, Table, parse_args, split_line
@@ -266,9 +273,18 @@ def _ipvs_options(toks: list[str], known: dict, flags: tuple[str, ...]) -> dict[
     return opts
 
 
+def read_ipvs(text: str, path: str) -> IpvsListing:
+    """The virtual servers of `ipvsadm -Sn` or of a listing (`ipvsadm -Ln`, `--stats`, `--rate`), and its form."""
+    if is_ipvsadm_listing(text):
+        return read_ipvsadm_listing(text, path)
+    return IpvsListing(parse_ipvsadm(text, path), "ipvsadm -Sn")
+
+
 def parse_ipvsadm(text: str, path: str) -> list[VirtualServer]:
     """Virtual servers of an `ipvsadm -Sn` dump, each value checked as ipvsadm checks it; a line
     that is not -A/-a, a service given twice or a real server before its service is an error."""
+    if is_ipvsadm_listing(text):
+        return read_ipvsadm_listing(text, path).servers
     known: dict[str, set[str]] = {}
     for n, raw in enumerate(text.splitlines(), 1):
         tok = raw.split()
@@ -330,32 +346,46 @@ def _check_member(set_type: str, member: str) -> None:
 
 
 def parse_ipset_save(text: str, path: str) -> IpsetDump:
-    """Sets and members of an `ipset save` dump, each member checked against its set's type."""
+    """Sets and members of an `ipset save` dump, or of an `ipset list` (kpemu.dumps.xtables.listed),
+    each member checked against its set's type."""
     sets: dict[str, tuple[str, list[str]]] = {}
+    if is_ipset_listing(text):
+        for n, name, set_type, members in read_ipset_listing(text, path):
+            _create(sets, name, set_type, path, n)
+            for m, member in members:
+                _add(sets, name, member, path, m)
+        return IpsetDump({k: (t, tuple(m)) for k, (t, m) in sets.items()})
     for n, raw in enumerate(text.splitlines(), 1):
         tok = raw.split()
         if not tok:
             continue
         if tok[0] == "create" and len(tok) >= 3:
-            if tok[2] not in _SET_TYPES:
-                raise _bad(path, n, f"set {tok[1][:40]}: type {tok[2][:40]!r} is not an ipset type "
-                                    f"({', '.join(_SET_TYPES)})")
-            if len(tok[1]) > 31 or tok[1] in sets:
-                raise _bad(path, n, f"set {tok[1][:40]}: a name longer than 31 characters or given twice "
-                                    "(ipset: set with the same name already exists)")
-            sets[tok[1]] = (tok[2], [])
+            _create(sets, tok[1], tok[2], path, n)
         elif tok[0] == "add" and len(tok) == 3:
             if tok[1] not in sets:
                 raise _bad(path, n, f"member of set {tok[1]} before its 'create' line")
-            try:
-                _check_member(sets[tok[1]][0], tok[2])
-            except ValueError as e:
-                raise _bad(path, n, f"set {tok[1]}: {e}") from None
-            sets[tok[1]][1].append(_member(sets[tok[1]][0], tok[2]))
+            _add(sets, tok[1], tok[2], path, n)
         else:
             raise _bad(path, n, f"not an ipset save line: {raw[:60]!r}; expected 'create NAME TYPE ...' or "
                                 "'add NAME MEMBER'")
     return IpsetDump({k: (t, tuple(m)) for k, (t, m) in sets.items()})
+
+
+def _create(sets: dict[str, tuple[str, list[str]]], name: str, set_type: str, path: str, n: int) -> None:
+    if set_type not in _SET_TYPES:
+        raise _bad(path, n, f"set {name[:40]}: type {set_type[:40]!r} is not an ipset type ({', '.join(_SET_TYPES)})")
+    if len(name) > 31 or name in sets:
+        raise _bad(path, n, f"set {name[:40]}: a name longer than 31 characters or given twice "
+                            "(ipset: set with the same name already exists)")
+    sets[name] = (set_type, [])
+
+
+def _add(sets: dict[str, tuple[str, list[str]]], name: str, member: str, path: str, n: int) -> None:
+    try:
+        _check_member(sets[name][0], member)
+    except ValueError as e:
+        raise _bad(path, n, f"set {name}: {e}") from None
+    sets[name][1].append(_member(sets[name][0], member))
 
 
 def _member(set_type: str, member: str) -> str:

@@ -14,7 +14,8 @@ from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLi
 from kpemu.dumps.files import DumpFiles, read_text
 from kpemu.dumps.trace import assumption_lines, result_line, trace_document, trace_header
 from kpemu.dumps.xtables.forms import read_iptables
-from kpemu.dumps.xtables.read import parse_ipset_save, parse_ipvsadm
+from kpemu.dumps.xtables.listed import is_ipset_listing
+from kpemu.dumps.xtables.read import parse_ipset_save, read_ipvs
 from kpemu.errors import InputError
 from kpemu.proxy.modes import node_state
 from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
@@ -176,12 +177,18 @@ def dumped_rules(node: str, local: set[str], iptables_save: str | None, ipvs: st
     model = None
     if ipvs or ipset:
         if not (ipvs and ipset):
-            raise InputError("an IPVS dump needs both --ipvs FILE (ipvsadm -Sn) and --ipset FILE (ipset save)")
-        vss = parse_ipvsadm(read_text(ipvs), ipvs)
-        sets = parse_ipset_save(read_text(ipset), ipset)
+            raise InputError("an IPVS dump needs both --ipvs FILE (ipvsadm -Sn or -Ln) and --ipset FILE (ipset save "
+                             "or list)")
+        listing = read_ipvs(read_text(ipvs), ipvs)
+        vss = listing.servers
+        text = read_text(ipset)
+        sets = parse_ipset_save(text, ipset)
         model = IpvsModel(sets.sets, tuple(vss))
         local = local | {v.address for v in vss}  # kube-proxy binds every virtual address to kube-ipvs0
-        sources += [f"{ipvs} (ipvsadm -Sn)", f"{ipset} (ipset save)"]
+        odds = "" if listing.form in ("ipvsadm -Sn", "ipvsadm -Ln") else \
+            "; it lists no scheduler and no weight: the odds below share each service's real servers equally"
+        set_form = "ipset list" if is_ipset_listing(text) else "ipset save"
+        sources += [f"{ipvs} ({listing.form}{odds})", f"{ipset} ({set_form})"]
     return NodeRules(node, rs, frozenset(local | {"127.0.0.1"}), model, ", ".join(sources), missing)
 
 
