@@ -61,7 +61,10 @@ def _ipt_loop(lines: list[str], rng: random.Random) -> list[str]:
     if not chains:
         return lines
     a, b = rng.choice(chains), rng.choice(chains)
-    at = max(i for i, line in enumerate(lines) if line.startswith("-A "))
+    rules = [i for i, line in enumerate(lines) if line.startswith("-A ") or re.match(r"\[\d+:\d+\] -A ", line)]
+    if not rules:
+        return lines
+    at = max(rules)
     return [*lines[:at + 1], f"-A {a} -j {b}", f"-A {b} -j {a}", *lines[at + 1:]]
 
 
@@ -94,6 +97,20 @@ TARGETS = (
            (*_TRACE, "--node-ip", "192.168.1.100", "--dst", "192.168.1.100:30080", "--nft", "{f}"), _nft_loop),
     Target("check-node-nft", DATA / "nft-dump" / "node1-handles.nft",
            ("check-node", str(DATA / "nft-dump" / "cluster.yaml"), "--node", "node1", "--nft", "{f}"), _nft_loop),
+    Target("trace-iptables-c", DATA / "pasted" / "kubeadm-1461.iptables-save-c",
+           (*_TRACE, "--node-ip", "192.168.49.2", "--dst", "192.168.49.2:6444", "--iptables-save", "{f}"), _ipt_loop),
+    Target("trace-iptables-S", DATA / "pasted" / "seed-001.iptables-S",
+           (*_TRACE, "--node-ip", "192.168.49.2", "--dst", "192.168.49.2:30180", "--iptables-save", "{f}"), _no_loop),
+    Target("trace-fragment", DATA / "pasted" / "debug-service.fragment",
+           (*_TRACE, "--node-ip", "192.168.1.5", "--dst", "10.0.1.175:80", "--iptables-save", "{f}"), _no_loop),
+    Target("trace-ipvsadm-Ln", DATA / "pasted" / "opsnull-251.ipvsadm-Ln",
+           (*_TRACE, "--node-ip", "10.253.102.0", "--dst", "10.254.0.1:443", "--ipvs", "{f}", "--ipset",
+            str(DATA / "pasted" / "sealos-2108.ipset-list")), _no_loop),
+    Target("trace-ipset-list", DATA / "pasted" / "sealos-2108.ipset-list",
+           (*_TRACE, "--node-ip", "10.253.102.0", "--dst", "10.254.0.1:443", "--ipvs",
+            str(DATA / "pasted" / "opsnull-251.ipvsadm-Ln"), "--ipset", "{f}"), _no_loop),
+    Target("trace-nft-json", DATA / "nft-dump" / "beside-docker.json",
+           (*_TRACE, "--node-ip", "192.168.1.100", "--dst", "192.168.1.100:30080", "--nft", "{f}"), _no_loop),
     Target("import", DATA / "nft-dump" / "objects.yaml", ("import", "{f}"), _no_loop),
     Target("import-cluster", DATA / "k8s" / "seed-001.yaml", ("import", "{f}"), _no_loop),
 )

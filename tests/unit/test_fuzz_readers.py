@@ -17,7 +17,7 @@ import pytest
 from tests.helpers import kpemu
 from tests.unit.fuzz_readers import DATA, TARGETS, Target, case_path, cases, run_case, violation
 
-PER_TARGET = int(os.environ.get("KPEMU_FUZZ_CASES", "250"))  # per target; 8 targets: 2,000 cases (more for a soak)
+PER_TARGET = int(os.environ.get("KPEMU_FUZZ_CASES", "200"))  # per target; 14 targets: 2,800 cases (more for a soak)
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)

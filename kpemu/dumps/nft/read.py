@@ -8,7 +8,8 @@ flannel's `table ip flannel-ipv4`, iptables-nft's `table ip nat`, an IPv6 `table
 is skipped and named in `NftDump.others`. Rules keep nft's listing form (`meta mark set meta mark
 | 0x00004000`); `listed()` puts a generated table in the same form with the listing module's own
 rule_text, so both sides are compared in one form. A dump cut short or garbled is an error naming
-the file and the line (exit 2).
+the file and the line (exit 2). `nft -j list ruleset` (JSON) is turned into this text first
+(kpemu.dumps.nft.json) and read the same way, its problems naming the JSON element.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from functools import lru_cache
 from kpemu.analyse.oracle.nft import MAX_DEPTH
 from kpemu.dumps.jumps import loop_or_depth
 from kpemu.dumps.nft.check import check_element, check_rule
+from kpemu.dumps.nft.json import ruleset_text
 from kpemu.dumps.values import integer
 from kpemu.errors import InputError, Problem
 from kpemu.proxy.nftables.listing import priority_text, rule_text
@@ -44,12 +46,13 @@ class NftDump:
     table: Table | None
     policies: dict[str, str] = field(default_factory=dict)
     others: list[str] = field(default_factory=list)
+    form: str = "nft list ruleset"  # or "nft -j list ruleset" (libnftables JSON, kpemu.dumps.nft.json)
 
     def describe(self) -> str:
         """`FILE (nft list ruleset; not kube-proxy's: table inet filter, ...)` for reports."""
         others = [f"table {t}" + (" (IPv6; kpemu models IPv4)" if t == "ip6 kube-proxy" else "") for t in self.others]
         tail = f"; not kube-proxy's, ignored: {', '.join(others)}" if others else ""
-        return f"{self.path} (nft list ruleset{tail})"
+        return f"{self.path} ({self.form}{tail})"
 
 
 def _without_handle(line: str) -> str:
@@ -373,8 +376,25 @@ class _Reader:
 
 
 def parse_nft(text: str, path: str) -> NftDump:
-    """The tables of an `nft list ruleset` (or `nft list table ...`) dump, `-a` handles allowed."""
-    return _Reader(text, path).read()
+    """The tables of an `nft list ruleset` (or `nft list table ...`) dump, `-a` handles allowed, or of
+    `nft -j list ruleset` (JSON, told by its first character)."""
+    if not text.lstrip().startswith("{"):
+        return _Reader(text, path).read()
+    listing, where = ruleset_text(text, path)
+    try:
+        dump = _Reader(listing, path).read()
+    except InputError as e:
+        raise InputError([_element_problem(p, where) for p in e.problems]) from None
+    return replace(dump, form="nft -j list ruleset")
+
+
+def _element_problem(p: Problem, where: dict[int, tuple[int, str]]) -> Problem:
+    """A problem of the text made from JSON, naming the JSON element its line came from."""
+    m = re.fullmatch(r"line (\d+)", p.path)
+    if m is None or int(m[1]) not in where:
+        return p
+    i, what = where[int(m[1])]
+    return replace(p, path=f"nftables[{i}] ({what})")
 
 
 def listed(table: Table) -> Table:

@@ -1,0 +1,70 @@
+"""`nft -j list ruleset` (libnftables JSON) read into the model the text reader gives for the same
+kernel's `nft list ruleset` (both printed by nft 1.0.6 from one namespace, beside docker's tables),
+its problems naming the JSON element, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from kpemu.dumps.nft.read import parse_nft
+from kpemu.errors import InputError
+from tests.conftest import ROOT
+
+DUMP = ROOT / "tests" / "data" / "nft-dump"
+
+
+def test_json_gives_the_text_model_but_the_comments_json_does_not_print() -> None:
+    text = parse_nft((DUMP / "beside-docker.nft").read_text(), "t")
+    got = parse_nft((DUMP / "beside-docker.json").read_text(), "j")
+    assert got.form == "nft -j list ruleset"
+    assert got.others == text.others == ["inet filter", "ip flannel-ipv4", "ip filter", "ip nat"]
+    assert got.policies == text.policies
+    assert text.table is not None and got.table is not None
+    bare = {n: replace(c, comment=None) for n, c in text.table.chains.items()}
+    assert replace(text.table, comment=None, chains=bare) == got.table
+    assert got.describe() == ("j (nft -j list ruleset; not kube-proxy's, ignored: table inet filter, table ip "
+                              "flannel-ipv4, table ip filter, table ip nat)")
+
+
+def _trace(dump: str) -> list[str]:
+    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "trace", "--nft", str(DUMP / dump), "--node", "node1",
+                          "--node-ip", "192.168.1.100", "--src", "10.242.72.50", "--dst", "192.168.1.100:30080"],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()
+
+
+def test_trace_of_json_and_text_agree() -> None:
+    text, got = _trace("beside-docker.nft"), _trace("beside-docker.json")
+    assert got[2:] == text[2:]
+    assert "nft -j list ruleset" in got[1]
+
+
+def _error(doc: object) -> str:
+    with pytest.raises(InputError) as e:
+        parse_nft(json.dumps(doc), "n.json")
+    return str(e.value)
+
+
+def test_json_problems_name_the_element() -> None:
+    doc = json.loads((DUMP / "beside-docker.json").read_text())
+    items = doc["nftables"]
+    i = next(k for k, x in enumerate(items) if "rule" in x and x["rule"]["table"] == "kube-proxy")
+    chain = items[i]["rule"]["chain"]
+    items[i]["rule"]["expr"] = [{"jump": {"target": "nowhere"}}]
+    assert _error(doc).startswith(f"n.json: nftables[{i}] (rule of chain {chain}): jump nowhere: no chain nowhere")
+    items[i]["rule"]["expr"] = [{"xt": {"type": "match", "name": "conntrack"}}]
+    assert _error(doc).startswith(f"n.json: nftables[{i}] (rule of chain {chain}): statement 'xt': kpemu reads")
+    del items[i]["rule"]["expr"]
+    assert _error(doc) == (f"n.json: nftables[{i}] (rule of chain {chain}): the element has no 'expr'; save the "
+                           "output of nft -j list ruleset again, unedited")
+    assert _error({"nft": []}) == ('n.json: not libnftables JSON: expected {"nftables": [...]} (nft -j list '
+                                   'ruleset)')
+    with pytest.raises(InputError) as e:
+        parse_nft('{"nftables": [', "n.json")
+    assert str(e.value).startswith("n.json: line 1: column 15: not JSON")
