@@ -15,7 +15,7 @@ import pytest
 from kpemu.dumps.xtables.forms import FRAGMENT, LIST, SAVE, SAVE_COUNTERS, read_iptables
 from kpemu.errors import InputError
 from kpemu.proxy.save import canonical_line
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 PASTED = ROOT / "tests" / "data" / "pasted"
 SEED = ROOT / "tests" / "data" / "seed-001.iptables-save"

@@ -13,7 +13,7 @@ from kpemu.dumps.xtables.listed import LIST, RATE, STATS, UNKNOWN_SCHEDULER
 from kpemu.dumps.xtables.read import parse_ipset_save, read_ipvs
 from kpemu.errors import InputError
 from kpemu.proxy.ipvs.ipvsadm_text import ipvsadm_save
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 PASTED = ROOT / "tests" / "data" / "pasted"
 

@@ -13,7 +13,7 @@ import pytest
 
 from kpemu.dumps.nft.read import parse_nft
 from kpemu.errors import InputError
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 DUMP = ROOT / "tests" / "data" / "nft-dump"
 
