@@ -10,7 +10,7 @@ from typing import Any
 from kpemu.analyse.oracle import node_local_addresses
 from kpemu.analyse.oracle.iptables import predict
 from kpemu.analyse.oracle.routes import flannel_routes
-from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
+from kpemu.analyse.oracle.types import Assumption, Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.dumps.files import DumpFiles, read_text
 from kpemu.dumps.trace import assumption_lines, result_line, trace_document, trace_header
 from kpemu.dumps.xtables.forms import read_iptables
@@ -43,8 +43,21 @@ def run_trace(nr: NodeRules, pkt: Packet) -> Prediction:
         pred = predict(nr.rules, pkt, nr.local, nr.node, nr.ipvs, flannel_routes(nr.rules))
     except WalkLimit as e:
         raise InputError(f"kpemu trace: {nr.source}: {e}") from None
-    pred.outcomes = [replace(o, verdict=UNDECIDED) if undecided_at(nr, o) else o for o in pred.outcomes]
+    pred.outcomes = [_stopped(nr, o) for o in pred.outcomes]
     return pred
+
+
+def _stopped(nr: NodeRules, o: Outcome) -> Outcome:
+    """An outcome whose walk jumped into a chain the dump lacks: undecided, the missing chain one of the
+    facts it was not given (the walk stopped there)."""
+    for s in o.steps:
+        if s.verdict.startswith("JUMP:") and (s.table, s.verdict[5:]) in nr.missing:
+            chain = s.verdict[5:]
+            fact = Assumption(f"what chain {s.table}/{chain} does (not in the dump; the walk stops at its jump)", True,
+                              f"-j {chain}", f"line {nr.missing[(s.table, chain)]}",
+                              "the dump is a fragment: paste the whole iptables-save (or iptables -S) output")
+            return replace(o, verdict=UNDECIDED, assumed=(*o.assumed, fact))
+    return o
 
 
 UNDECIDED = "UNDECIDED"
