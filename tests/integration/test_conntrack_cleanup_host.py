@@ -10,7 +10,7 @@ import pytest
 from kpemu.kernel.faults import conntrack_cleanup
 from kpemu.kernel.netns import run_in
 from kpemu.proxy.conntrack import parse_entries
-from tests.conftest import needs_root
+from tests.helpers import needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
 STALE, SERVING = ("10.244.1.5", 40053), ("10.244.0.2", 40054)
