@@ -10,6 +10,7 @@ docs/provenance.md.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, fields
 from typing import Protocol
 
@@ -24,6 +25,7 @@ class _Settings(Protocol):
     randomFully: bool | None
     localhostNodePorts: bool
     nfacct: bool | None
+    nodePortAddresses: list[str]
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ class Flavour:
     canary: bool  # T17: KUBE-PROXY-CANARY chains in mangle/nat/filter (1.16+)
     large_cluster_mode: bool  # T20: >1000 endpoints drops per-endpoint comments (1.23+)
     localhost_nodeports_flag: bool  # --iptables-localhost-nodeports honoured (1.25+; earlier always on)
-    localhost_nodeports: bool  # resolved: localhost NodePorts allowed (flag, or always before 1.25)
+    localhost_nodeports: bool  # resolved: localhost NodePorts allowed (flag, or always before 1.25; 1.27+ only
+    #                            when nodePortAddresses takes 127.0.0.1, ContainsIPv4Loopback)
 
     # --- IPVS mode ----------------------------------------------------------------------
     ipvs_nat_firewall: bool  # LB source ranges via nat KUBE-FIREWALL + KUBE-MARK-DROP (1.11-1.24)
@@ -115,7 +118,7 @@ def minor_of(version: str) -> int:
 
 def flavour_for_minor(
     minor: int, *, random_fully: bool | None = None, localhost_nodeports: bool = True,
-    nfacct: bool | None = None,
+    nfacct: bool | None = None, loopback_nodeports: bool = True,
 ) -> Flavour:
     """The toggles of release 1.<minor>; `random_fully` / `nfacct` None = assume the node supports it."""
     if not OLDEST <= minor <= NEWEST:
@@ -158,7 +161,7 @@ def flavour_for_minor(
         canary=m >= 16,
         large_cluster_mode=m >= 23,
         localhost_nodeports_flag=m >= 25,
-        localhost_nodeports=localhost_nodeports if m >= 25 else True,
+        localhost_nodeports=(localhost_nodeports and (m < 27 or loopback_nodeports)) if m >= 25 else True,
         ipvs_nat_firewall=m < 25,
         ipvs_proxy_firewall=m >= 25,
         ipvs_filter=m >= 26,
@@ -177,10 +180,15 @@ def flavour_for_minor(
 
 
 def flavour_for(settings: _Settings) -> Flavour:
-    """The Flavour for a topology's `kubeProxy` block (version, randomFully, localhostNodePorts, nfacct)."""
+    """The Flavour for a topology's `kubeProxy` block (version, randomFully, localhostNodePorts, nfacct,
+    nodePortAddresses: an empty list, or one holding 127.0.0.1, takes loopback NodePorts)."""
+    nets = [ipaddress.IPv4Network(c) for c in settings.nodePortAddresses]
+    # NodePortAddresses.ContainsIPv4Loopback: a loopback network, or one that holds 127.0.0.0
+    loopback = not nets or any(n.network_address.is_loopback or ipaddress.IPv4Address("127.0.0.0") in n for n in nets)
     return flavour_for_minor(
         minor_of(settings.version),
         random_fully=settings.randomFully,
         localhost_nodeports=settings.localhostNodePorts,
         nfacct=settings.nfacct,
+        loopback_nodeports=loopback,
     )

@@ -72,7 +72,8 @@ def _complete(line: str, tmp_path: object) -> list[str]:
 
 def test_completion_offers_examples_files_and_nodes(tmp_path: object) -> None:
     assert _complete("kpemu run example:nft-", tmp_path) == [
-        "example:nft-clusterip-vxlan", "example:nft-hairpin", "example:nft-loadbalancer", "example:nft-nodeport"]
+        "example:nft-137", "example:nft-clusterip-vxlan", "example:nft-hairpin", "example:nft-loadbalancer",
+        "example:nft-nodeport"]
     assert _complete("kpemu rules -t topologies/flannel", tmp_path) == ["topologies/flannel-vxlan.yaml"]
     assert _complete("kpemu rules topologies/calico-ipip.yaml --node ", tmp_path) == ["node1", "node2"]
     assert _complete("kpemu trace -t nowhere.yaml --node ", tmp_path) == []

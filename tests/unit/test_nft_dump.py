@@ -313,3 +313,31 @@ def test_iifname_and_ct_state_established_are_decided_or_undecided_never_assumed
     assert on_eth9["decided"] and [o["verdict"] for o in on_eth9["outcomes"]] == ["DROP"]
     on_eth0 = json.loads(cli("trace", *args, "--iif", "eth0", "-o", "json").stdout)
     assert on_eth0["decided"] and {o["verdict"] for o in on_eth0["outcomes"]} == {"ACCEPT"}
+
+
+NFT = ROOT / "tests" / "data" / "nftables"
+
+
+def test_a_1_37_node_with_the_localhost_gate_checks_and_traces(tmp_path: Path) -> None:
+    """The kernel's listing of upstream's 1.37 fixture (overall-1.37.list: named counters, `counter name`
+    reject chains): no drift; a counter the node lacks is named; a packet to 127.0.0.1:3001 goes to the
+    TCP reject chain, one to a one-endpoint service is DNATed by `dnat to`."""
+    topo, dump = str(NFT / "overall-1.37.yaml"), NFT / "overall-1.37.list"
+    res = cli("check-node", topo, "--node", "test-node", "--nft", str(dump))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.endswith("no drift: the 74 kube-proxy rules and set/map elements equal what kube-proxy would "
+                               "program\n")
+    lacking = tmp_path / "node.nft"
+    lacking.write_text(dump.read_text().replace("\tcounter localhost-nodeport-rejected-sctp {\n\t\tpackets 0 bytes 0"
+                                                "\n\t}\n\n", ""))
+    res = cli("check-node", topo, "--node", "test-node", "--nft", str(lacking))
+    assert res.returncode == 1
+    assert res.stdout.split("\n", 1)[1] == ("drift in 1 group:\nnode-wide rules (no single Service)\n"
+                                           "  missing  counter localhost-nodeport-rejected-sctp\n")
+    args = ["--node", "test-node", "--node-ip", "192.168.0.2", "--src", "10.180.0.9", "--nft", str(dump)]
+    local = cli("trace", topo, *args, "--dst", "127.0.0.1:3001")
+    assert local.returncode == 0, local.stderr
+    assert ('    localhost-nodeport-reject-tcp: counter name "localhost-nodeport-rejected-tcp" reject  => drop\n'
+            in local.stdout and "verdict REJECT" in local.stdout)
+    one = cli("trace", topo, *args, "--dst", "172.30.0.41:80")
+    assert "    service-ULMVA6XW-ns1/svc1/tcp/p80: meta l4proto tcp dnat to 10.180.0.1:80  => accept\n" in one.stdout

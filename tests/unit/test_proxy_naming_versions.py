@@ -108,3 +108,16 @@ def test_rules_prints_kube_proxys_ipvs_deprecation_on_stderr(mode: str, version:
     expected = (f"kube-proxy {version} logs at startup: The ipvs proxier is now deprecated and may be removed in a "
                 "future release. Please use 'nftables' instead.\n")
     assert err == (expected if notice else "") and out.startswith("*")
+
+
+@pytest.mark.parametrize(("version", "addresses", "allowed"), [
+    ("1.37", [], True), ("1.37", ["0.0.0.0/0"], True), ("1.37", ["127.0.0.0/8", "192.168.0.0/24"], True),
+    ("1.37", ["127.0.0.5/32"], True), ("1.37", ["192.168.0.2/32"], False), ("1.27", ["192.168.0.2/32"], False),
+    ("1.26", ["192.168.0.2/32"], True),  # 1.26 gates only route_localnet on it
+])
+def test_localhost_nodeports_need_loopback_among_the_nodeport_addresses(version: str, addresses: list[str],
+                                                                        allowed: bool) -> None:
+    """pkg/proxy/iptables/proxier.go NewProxier (v1.27.16 .. v1.37.2): `if
+    !nodePortAddresses.ContainsIPv4Loopback() { localhostNodePorts = false }` (seen in the rules of a
+    real kube-proxy v1.37.2 with nodePortAddresses [192.168.0.2/32]: no `-d 127.0.0.0/8` NodePort rule)."""
+    assert flavour_for(KubeProxy(version=version, nodePortAddresses=addresses)).localhost_nodeports is allowed
