@@ -92,6 +92,12 @@ def _match(m: Match) -> list[str]:
     elif m.module == "nfacct":
         # libxt_nfacct prints "--nfacct-name  NAME" (two spaces); kept as one token.
         out += [f"--nfacct-name  {o.values[0]}" for o in opts if o.name == "--nfacct-name"]
+    elif m.module == "ipvs":
+        # libxt_ipvs's save: --ipvs, --vproto as a number, --vaddr, --vport, --vdir, --vmethod, --vportctl
+        protos = {"tcp": "6", "udp": "17", "sctp": "132"}
+        for name in ("--ipvs", "--vproto", "--vaddr", "--vport", "--vdir", "--vmethod", "--vportctl"):
+            out += [x for o in opts if o.name == name
+                    for x in (*_neg(o), o.name, *(protos.get(v, v) if name == "--vproto" else v for v in o.values))]
     elif m.module in ("tcp", "udp", "sctp"):
         for name in ("--sport", "--source-port", "--dport", "--destination-port"):
             canon = {"--source-port": "--sport", "--destination-port": "--dport"}.get(name, name)

@@ -39,6 +39,9 @@ from kpemu.proxy.save import canonical_line, probability, ruleset_from_restore, 
          " --probability 0.50000000000 -j KUBE-SEP-A"),
         ("-A KUBE-NODEPORTS -m nfacct --nfacct-name localhost_nps_accepted_pkts -j X",
          "-A KUBE-NODEPORTS -m nfacct --nfacct-name  localhost_nps_accepted_pkts -j X"),
+        # read back from a 6.1 guest kernel (ipvs-firewall at 1.33): libxt_ipvs prints the protocol's number
+        ("-A KUBE-IPVS-OUT-FILTER -s 10.240.0.100/32 -m ipvs --vaddr 10.240.0.100 --vproto tcp --vport 80 -j DROP",
+         "-A KUBE-IPVS-OUT-FILTER -s 10.240.0.100/32 -m ipvs --vproto 6 --vaddr 10.240.0.100 --vport 80 -j DROP"),
     ],
 )
 def test_reference_rows(written: str, saved: str) -> None:
