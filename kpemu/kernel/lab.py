@@ -173,6 +173,18 @@ def destroy_all() -> Removal:
         elif nsmod.delete_netns(ns):
             out.namespaces.append(ns)
     sweep_scratch(out, set(busy))
+    out.files += _remove_files(*half_written_states())
+    return out
+
+
+def half_written_states() -> list[Path]:
+    """State files a killed process left half written (`.LAB.PID.json.tmp`, kpemu.kernel.labstate: written,
+    then renamed into place) whose process is gone."""
+    out = []
+    for tmp in sorted(STATE_DIR.glob(".*.json.tmp")) if STATE_DIR.is_dir() else []:
+        pid = tmp.name.removesuffix(".json.tmp").rsplit(".", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            out.append(tmp)
     return out
 
 

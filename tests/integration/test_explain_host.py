@@ -83,7 +83,7 @@ def test_report_md_has_by_column_hook_walk_claim_oracle_and_mermaid(nodeport: tu
 def test_oracle_agrees_with_the_kernel(name: str, tmp_path: Path) -> None:
     from kpemu.runtimes import needs_of, probe_here
 
-    if needs_of(load_scenario(ROOT / "scenarios" / f"{name}.yaml")).sctp and probe_here().missing(["sctp"]):
+    if needs_of(load_scenario(ROOT / "scenarios" / f"{name}.yaml")).sctp_flows and probe_here().missing(["sctp"]):
         pytest.skip(f"{name} sends SCTP, which this kernel lacks (kpemu refuses it here; the guest kernel has it)")
     data = run_host(name, tmp_path)
     for f in data["flows"]:
