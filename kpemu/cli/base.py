@@ -90,6 +90,15 @@ def add_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
 
 
+def add_query(sub: argparse._SubParsersAction, name: str, help: str, examples: Sequence[str],
+              func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+    """A subcommand that reports something, printed as `-o` asks, and runs `func`."""
+    p = add_command(sub, name, help, examples)
+    add_output(p)
+    p.set_defaults(func=func)
+    return p
+
+
 def emit(args: argparse.Namespace, data: Any, table: Callable[[Any], str | None]) -> None:
     """Print `data` as args.output asks; `table` renders it for people (and may print itself, returning None)."""
     if args.output == "json":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kpemu.cli.base import Parser, add_command, add_output, emit, human_console, progress
+from kpemu.cli.base import Parser, add_command, add_query, emit, human_console, progress
 
 
 def cmd_upstream_build(args: argparse.Namespace) -> int:
@@ -86,11 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     u.add_argument("--control-plane", action=argparse.BooleanOptionalAction, default=True,
                    help="also kube-apiserver and etcd of the newest release (default on)")
     u.set_defaults(func=cmd_upstream_build)
-    u = add_command(usub, "status", "what is built, where, its version and size",
-                    ["kpemu upstream status", "kpemu upstream status -o json"])
-    add_output(u)
-    u.set_defaults(func=cmd_upstream_status)
-    u = add_command(usub, "list", "the releases the module proxy serves (go list -m -versions k8s.io/kubernetes)",
-                    ["kpemu upstream list", "kpemu upstream list -o json"])
-    add_output(u)
-    u.set_defaults(func=cmd_upstream_list)
+    add_query(usub, "status", "what is built, where, its version and size",
+              ["kpemu upstream status", "kpemu upstream status -o json"], cmd_upstream_status)
+    add_query(usub, "list", "the releases the module proxy serves (go list -m -versions k8s.io/kubernetes)",
+              ["kpemu upstream list", "kpemu upstream list -o json"], cmd_upstream_list)

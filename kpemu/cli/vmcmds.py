@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpemu.cli.base import Parser, add_command, add_output, emit, human_console
+from kpemu.cli.base import Parser, add_command, add_query, emit, human_console
 from kpemu.errors import InputError
 
 if TYPE_CHECKING:
@@ -138,10 +138,8 @@ def cmd_vm_exec(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
-    s = add_command(sub, "doctor", "kernel and tool capabilities; what can run on the host, what needs the vm",
-                    ["sudo kpemu doctor", "sudo kpemu doctor -o json | jq .runs"])
-    add_output(s)
-    s.set_defaults(func=cmd_doctor)
+    add_query(sub, "doctor", "kernel and tool capabilities; what can run on the host, what needs the vm",
+              ["sudo kpemu doctor", "sudo kpemu doctor -o json | jq .runs"], cmd_doctor)
 
     s = add_command(sub, "vm", "the guest-kernel runtime (virtme-ng)",
                     ["kpemu vm setup --if-needed", "kpemu vm status -o json", "sudo kpemu vm exec -- uname -r"])
@@ -150,10 +148,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     ["kpemu vm setup", "kpemu vm setup --if-needed"])
     v.add_argument("--if-needed", action="store_true", help="do nothing when this kernel has everything")
     v.set_defaults(func=cmd_vm_setup)
-    v = add_command(vsub, "status", "which guest kernel would be used, QEMU, KVM",
-                    ["kpemu vm status", "kpemu vm status -o json | jq .kvm"])
-    add_output(v)
-    v.set_defaults(func=cmd_vm_status)
+    add_query(vsub, "status", "which guest kernel would be used, QEMU, KVM",
+              ["kpemu vm status", "kpemu vm status -o json | jq .kvm"], cmd_vm_status)
     v = add_command(vsub, "up", "boot a warm guest that run/deploy/exec/inspect/destroy then use",
                     ["sudo kpemu vm up", "sudo kpemu vm up --idle 600"])
     v.add_argument("--idle", type=float, default=1800.0, help="stop after this many seconds without a request")

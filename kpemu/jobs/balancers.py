@@ -41,13 +41,7 @@ def probe(address: str, port: int, timeout: float = PROBE_TIMEOUT) -> int | None
     """The HTTP status a GET / of address:port answers with, from this thread's namespace (None: none)."""
     try:
         with socket.create_connection((address, port), timeout=timeout) as s:
-            s.sendall(http.request(address, port, "/", "kpemu:lb-health-check"))
-            buf = b""
-            while len(buf) < 65536:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                buf += chunk
+            buf = http.exchange(s, http.request(address, port, "/", "kpemu:lb-health-check"))
     except OSError:
         return None
     return http.parse_response(buf)[0]

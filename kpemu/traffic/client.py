@@ -67,14 +67,7 @@ def _tcp(dst: str, port: int, marker: str, timeout: float, path: str | None = No
 
 def _http(out: dict, s: socket.socket, req: bytes, candidates: list[str]) -> None:
     """Send the GET, read the response until the server closes (bounded), parse status and body."""
-    s.sendall(req)
-    buf = b""
-    while len(buf) < 65536:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        buf += chunk
-    status, body = http.parse_response(buf)
+    status, body = http.parse_response(http.exchange(s, req))
     out.update(status=status, reply=body.strip() or None, backend=http.pod_named(body, candidates),
                outcome="reply" if status is not None else "no-reply")
 

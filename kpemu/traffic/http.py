@@ -1,12 +1,28 @@
 """HTTP for flows with `http: PATH`: the request a client sends and what is read from the answer
-(pure; shared by the namespace client and the container client's output)."""
+(shared by the namespace client, the balancers' health checks and the container client's output; only
+`exchange` does I/O, on a socket it is given)."""
 
 from __future__ import annotations
 
 import re
+import socket
 
 STATUS = re.compile(r"HTTP/\d(?:\.\d)?\s+(\d{3})")
 MAX_BODY = 512
+MAX_RESPONSE = 65536
+
+
+def exchange(s: socket.socket, req: bytes, limit: int = MAX_RESPONSE) -> bytes:
+    """Send `req` on the connected socket and read the answer until the server closes, at most `limit` bytes
+    (the socket's own timeout bounds each read)."""
+    s.sendall(req)
+    buf = b""
+    while len(buf) < limit:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
 
 
 def request(dst: str, port: int, path: str, marker: str) -> bytes:
