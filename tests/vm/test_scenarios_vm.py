@@ -64,6 +64,7 @@ def test_nodeport_ipvs_is_explained_and_the_oracle_agrees(nodeport_ipvs: tuple[d
     assert (out / "report.html").is_file()
 
 
+@pytest.mark.long
 def test_nodeport_ipvs_remote_crosses_ipip(runtime: str, tmp_path: Path) -> None:
     f = run_scenario("nodeport-ipvs-remote", tmp_path)["flows"][0]
     # the underlay port of node1 sees the client's packet (plain) and node1's copy to node2 (IPIP)
@@ -73,6 +74,7 @@ def test_nodeport_ipvs_remote_crosses_ipip(runtime: str, tmp_path: Path) -> None
     assert {h["src"] for h in sightings(f, "nginx-1/eth0")} == {"192.168.97.1"}
 
 
+@pytest.mark.long
 def test_hairpin_ipvs(runtime: str, tmp_path: Path) -> None:
     f = run_scenario("hairpin-ipvs", tmp_path)["flows"][0]
     assert f["backends"] == ["coredns-0"]
@@ -80,6 +82,7 @@ def test_hairpin_ipvs(runtime: str, tmp_path: Path) -> None:
     assert {"192.168.97.5", "192.168.97.1"} <= srcs  # out as itself, back in masqueraded
 
 
+@pytest.mark.long
 def test_conntrack_full_drops_the_new_connection_in_the_netfilter_hook(runtime: str, tmp_path: Path) -> None:
     data = run_scenario("faults/conntrack-full", tmp_path)
     assert data["runtime"] == "vm"  # nf_conntrack_max is set only in the guest, whatever this kernel has
@@ -97,6 +100,7 @@ def _attributions(hops: dict) -> list[str]:
     return [b for f in hops["flows"] for h in f["hops"] for c in h.get("changed_by") or [] for b in c.get("by") or []]
 
 
+@pytest.mark.long
 def test_compare_modes_runs_iptables_ipvs_and_nftables_side_by_side(runtime: str, tmp_path: Path) -> None:
     res = kpemu("run", "scenarios/nft-clusterip-vxlan.yaml", "--compare-modes", "--out", str(tmp_path))
     out = res.stdout + res.stderr
