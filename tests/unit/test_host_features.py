@@ -1,7 +1,8 @@
-"""The host scenarios of today's Service features (scenarios/lb-ipmode-proxy.yaml, lb-no-nodeports.yaml,
-service-proxy-name.yaml, detect-local-nodecidr.yaml, detect-local-interface.yaml): each loads in both proxy modes it runs in, and
-what kube-proxy 1.33 writes (or does not write) for its feature is in the rules, per mode. Expected rule
-text is literal and whole; where kube-proxy writes nothing, the address is absent from every format."""
+"""The host scenarios of today's Service features (scenarios/lb-ipmode-proxy.yaml,
+lb-no-nodeports.yaml, service-proxy-name.yaml, detect-local-nodecidr.yaml, detect-local-interface.yaml):
+each loads in both proxy modes it runs in, and what kube-proxy 1.33 writes (or does not write) for its
+feature is in the rules, per mode. Expected rule text is literal and whole; where kube-proxy writes
+nothing, the address is absent from every format."""
 
 from __future__ import annotations
 
