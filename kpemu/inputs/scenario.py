@@ -76,7 +76,7 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
         if proxy_mode != native:
             spec = spec.model_copy(update={"expect": [_in_other_mode(e, native, proxy_mode) for e in spec.expect]})
     if proxy_mode in (None, native):
-        spec = spec.model_copy(update={"expect": [_rules_for(e, native) for e in spec.expect]})
+        spec = spec.model_copy(update={"expect": [_rules_for(e, native, native) for e in spec.expect]})
     try:
         topo = topology_from_data(data, topo_file)
     except InputError as e:
@@ -96,9 +96,10 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
     return Scenario(spec, topo, path, flows)
 
 
-def _rules_for(e: Expectation, mode: str) -> Expectation:
-    """`e` with only the rule lines for kube-proxy mode `mode` (`rules[].mode`; unset: the topology's own)."""
-    return e.model_copy(update={"rules": [r for r in e.rules if r.mode in (None, mode)]})
+def _rules_for(e: Expectation, native: str, run: str) -> Expectation:
+    """`e` with only the rule lines for the run's kube-proxy mode `run` (`rules[].mode`; unset: `native`, the
+    topology's own)."""
+    return e.model_copy(update={"rules": [r for r in e.rules if (r.mode or native) in (run,)]})
 
 
 def _in_other_mode(e: Expectation, native: str, mode: str) -> Expectation:
@@ -110,7 +111,7 @@ def _in_other_mode(e: Expectation, native: str, mode: str) -> Expectation:
     if died is not None and died.by and MODE_FACTS.get(native) and MODE_FACTS[native].names_a_chain(died.by) \
             and not (MODE_FACTS.get(mode) and MODE_FACTS[mode].names_a_chain(died.by)):
         died = died.model_copy(update={"by": None})
-    return e.model_copy(update={"rules": [r for r in e.rules if r.mode == mode], "golden": None, "died": died})
+    return _rules_for(e, native, mode).model_copy(update={"golden": None, "died": died})
 
 
 def _topology_file(scenario: Path, name: str) -> tuple[dict[str, Any], str]:
