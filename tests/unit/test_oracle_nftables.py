@@ -161,13 +161,13 @@ def test_1_36_steps_dnat_in_the_service_chain_and_hairpin_masquerade() -> None:
 # source NAT, so the kernel runs no kube-proxy NAT chain after it at that hook
 NAT_FIRST = """\
 trace id 5184d764 ip kube-proxy filter-prerouting packet: iif "cni0" ip saddr 10.244.0.3 ip daddr 10.242.72.100 \
-ip ttl 64 ip id 1 ip length 60 tcp sport 39029 tcp dport 80 tcp flags == syn tcp window 64240 
+ip ttl 64 ip id 1 ip length 60 tcp sport 39029 tcp dport 80 tcp flags == syn tcp window 64240
 trace id 5184d764 ip kube-proxy filter-prerouting rule ct state new jump firewall-check (verdict jump firewall-check)
 trace id 5184d764 ip kube-proxy nat-prerouting rule jump services (verdict jump services)
 trace id 5184d764 ip nat FLANNEL-POSTRTG rule ip saddr 10.244.0.0/16 ip daddr != 224.0.0.0/4  counter packets 0 \
 bytes 0 masquerade fully-random (verdict accept)
 trace id 6a0e3bc1 ip kube-proxy filter-prerouting packet: iif "eth0" ip saddr 10.242.72.10 ip daddr 192.168.1.100 \
-ip ttl 63 ip id 2 ip length 60 tcp sport 10977 tcp dport 30080 tcp flags == syn tcp window 64240 
+ip ttl 63 ip id 2 ip length 60 tcp sport 10977 tcp dport 30080 tcp flags == syn tcp window 64240
 trace id 6a0e3bc1 ip nat FLANNEL-POSTRTG rule meta mark & 0x00004000 == 0x00004000  counter packets 13 bytes 780 \
 return (verdict return)
 trace id 6a0e3bc1 ip kube-proxy nat-postrouting rule jump masquerading (verdict jump masquerading)
