@@ -1,5 +1,5 @@
 """The host scenarios of today's Service features (scenarios/lb-ipmode-proxy.yaml,
-lb-no-nodeports.yaml, service-proxy-name.yaml, detect-local-nodecidr.yaml, detect-local-interface.yaml):
+lb-no-nodeports.yaml, service-proxy-name.yaml, detect-local-nodecidr.yaml, detect-local-bridge.yaml):
 each loads in both proxy modes it runs in, and what kube-proxy 1.33 writes (or does not write) for its
 feature is in the rules, per mode. Expected rule text is literal and whole; where kube-proxy writes
 nothing, the address is absent from every format."""
@@ -17,7 +17,7 @@ from kpemu.proxy.view import as_seen, unproxied
 from tests.helpers import SCENARIOS
 
 FEATURES = ("lb-ipmode-proxy", "lb-no-nodeports", "service-proxy-name", "detect-local-nodecidr",
-            "detect-local-interface")
+            "detect-local-bridge")
 
 
 def _topo(name: str, mode: str) -> Topology:
@@ -87,14 +87,14 @@ def test_node_cidr_detects_local_traffic_by_the_node_pod_cidr() -> None:
             "ip saddr != 10.244.0.0/24 jump mark-for-masquerade") in nft.splitlines()
 
 
-def test_interface_name_prefix_detects_local_traffic_by_the_arrival_interface() -> None:
-    """localdetector.go NewDetectLocalByInterfaceNamePrefix: `-i cali+` (iptables), `iifname cali*` (nft)."""
-    ipt = node_state(_topo("detect-local-interface", "iptables"), "node1").texts["iptables-save"]
-    assert ('-A KUBE-SVC-CDGGSHYLG3RE2FKL -d 192.168.96.126/32 ! -i cali+ -p tcp -m comment --comment '
+def test_bridge_interface_detects_local_traffic_by_the_arrival_bridge() -> None:
+    """localdetector.go NewDetectLocalByBridgeInterface: `-i cni0` (iptables), `iifname cni0` (nft)."""
+    ipt = node_state(_topo("detect-local-bridge", "iptables"), "node1").texts["iptables-save"]
+    assert ('-A KUBE-SVC-CDGGSHYLG3RE2FKL -d 10.96.0.10/32 ! -i cni0 -p tcp -m comment --comment '
             '"default/web:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ') in ipt.splitlines()
-    nft = node_state(_topo("detect-local-interface", "nftables"), "node1").texts["nft"]
-    assert ("add rule ip kube-proxy service-SUSTUHLJ-default/web/tcp/http ip daddr 192.168.96.126 tcp dport 80 "
-            "iifname != cali* jump mark-for-masquerade") in nft.splitlines()
+    nft = node_state(_topo("detect-local-bridge", "nftables"), "node1").texts["nft"]
+    assert ("add rule ip kube-proxy service-SUSTUHLJ-default/web/tcp/http ip daddr 10.96.0.10 tcp dport 80 "
+            "iifname != cni0 jump mark-for-masquerade") in nft.splitlines()
 
 
 def test_rules_expectations_follow_the_run_mode(tmp_path: Path) -> None:
