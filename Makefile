@@ -8,7 +8,7 @@ STAMP := $(VENV)/.kpemu-setup-done
 NAME := $(word 2,$(MAKECMDGOALS))
 
 .PHONY: setup test test-long test-unit test-integration test-vm lint goldens goldens-check bench soak scenario \
-	scenarios clean-labs
+	scenarios scenarios-nftables clean-labs
 
 setup: $(STAMP)
 
@@ -57,6 +57,15 @@ scenario: setup
 
 scenarios: setup
 	$(KPEMU) run scenarios/*.yaml scenarios/faults/*.yaml --out runs
+
+# The iptables-mode scenarios that pass in nftables mode too (their rules: lines given per mode), and the
+# faults that apply there; runs/nftables/<name> beside runs/<name>.
+NFTABLES_TOO := internal-traffic-local terminating-fallback topology-hints lb-ipmode-proxy lb-no-nodeports \
+	service-proxy-name detect-local-nodecidr faults/no-masquerade faults/no-br-netfilter \
+	faults/stale-rules faults/rp-filter faults/mtu-mismatch
+
+scenarios-nftables: setup
+	$(KPEMU) run $(NFTABLES_TOO:%=scenarios/%.yaml) --proxy-mode nftables --out runs/nftables
 
 clean-labs: setup
 	$(KPEMU) destroy --all

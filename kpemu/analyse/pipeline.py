@@ -122,7 +122,7 @@ def analyse(sc: Scenario, plan: LabPlan, col: RunMaterial, out: Path, update_gol
     ipvs_services = {n.name: rules_text.get(f"{n.name}.ipvs", "") for n in sc.topology.nodes}
     ledgers: list[FlowLedger] = []
     explanations: dict[str, FlowExplanation] = {}
-    altered = frozenset([f.member for f in col.faults if f.delete_rules]
+    altered = frozenset([f.member for f in col.faults if f.delete_rules or f.delete_nft]
                         + [n for f in col.faults for n in f.rules_changed])
     for flow in sc.flows:
         res = col.results.get(flow.flow.name) or FlowResult(flow.flow.name)

@@ -8,17 +8,27 @@ from kpemu.model.names import netns_name
 from kpemu.model.scenario import Fault
 from kpemu.model.topology import Topology
 from kpemu.plan.faultstep import FaultStep
+from kpemu.proxy.modes import mode_of
 
 
 def plan(topo: Topology, f: Fault) -> FaultStep:
-    """Every MASQUERADE rule of the node removed: kube-proxy's (KUBE-POSTROUTING) and every CNI's."""
+    """Every masquerade rule of the node removed: kube-proxy's (iptables and IPVS mode: KUBE-POSTROUTING's
+    MASQUERADE; nftables mode: the masquerade rules of its `masquerading` chain, as its registry entry says)
+    and every CNI's (iptables)."""
     node = f.node or ""
+    m = mode_of(topo)
+    nft = m.masquerade_nft
+    if nft is not None:
+        family, table, chain, _ = nft
+        kube_proxy = f"kube-proxy's in its nft chain {family} {table} {chain}"
+    else:
+        kube_proxy = f"kube-proxy's in {', '.join(m.masquerade_chains)}"
     return FaultStep(
         f.kind, node, netns_name(topo.name, node),
-        delete_rules=("nat", ("KUBE-POSTROUTING", *cni_registry.masquerade_chains()), "MASQUERADE"),
-        change=f"every MASQUERADE rule of {node} removed (kube-proxy's in KUBE-POSTROUTING, and the CNI's, which "
-               "would otherwise masquerade traffic into the pod network too): forwarded packets keep the client's "
-               "source address",
+        delete_rules=("nat", (*m.masquerade_chains, *cni_registry.masquerade_chains()), "MASQUERADE"),
+        delete_nft=nft,
+        change=f"every masquerade rule of {node} removed ({kube_proxy}, and the CNI's, which would otherwise "
+               "masquerade traffic into the pod network too): forwarded packets keep the client's source address",
         symptom="the backend answers the client's own address directly: the reply leaves by the backend's node, "
                 "not by the node the client connected to, so nothing reverses the DNAT and it is dropped on the "
                 "wrong way home (conntrack there never saw the request: INVALID; or the client has no socket "

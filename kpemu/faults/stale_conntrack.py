@@ -139,7 +139,8 @@ def check(f: Fault, topo: Topology) -> list[tuple[str, str]]:
     """stale-conntrack re-programs kube-proxy's iptables rules; its replacement is not yet an endpoint."""
     problems = []
     if not MODE_FACTS[topo.kubeProxy.mode].service_chains:
-        problems.append(("kind", "stale-conntrack re-programs kube-proxy's iptables rules; use it with "
+        problems.append(("kind", f"stale-conntrack re-programs kube-proxy's iptables rules, which "
+                                 f"kubeProxy.mode {topo.kubeProxy.mode} has none of; use it with "
                                  "kubeProxy.mode: iptables"))
     new = next((p for p in topo.pods if p.name == f.replacement), None)
     if new is not None and (new.name == f.pod or new.ready):

@@ -68,13 +68,15 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
         data, topo_file = spec.topology, file
     data = _merge(data, spec.overrides)
     data["name"] = spec.lab or spec.name
+    kp = data.get("kubeProxy") if isinstance(data.get("kubeProxy"), dict) else {}
+    native = str(kp.get("mode", "iptables"))
     if proxy_mode is not None:
-        kp = dict(data.get("kubeProxy") or {})
-        native = kp.get("mode", "iptables")
         data["kubeProxy"] = {**kp, "mode": proxy_mode}
         data["name"] = f"{data['name']}-{proxy_mode}"
         if proxy_mode != native:
             spec = spec.model_copy(update={"expect": [_in_other_mode(e, native, proxy_mode) for e in spec.expect]})
+    if proxy_mode in (None, native):
+        spec = spec.model_copy(update={"expect": [_rules_for(e, native, native) for e in spec.expect]})
     try:
         topo = topology_from_data(data, topo_file)
     except InputError as e:
@@ -94,15 +96,22 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
     return Scenario(spec, topo, path, flows)
 
 
+def _rules_for(e: Expectation, native: str, run: str) -> Expectation:
+    """`e` with only the rule lines for the run's kube-proxy mode `run` (`rules[].mode`; unset: `native`, the
+    topology's own)."""
+    return e.model_copy(update={"rules": [r for r in e.rules if (r.mode or native) in (run,)]})
+
+
 def _in_other_mode(e: Expectation, native: str, mode: str) -> Expectation:
-    """An expectation written for kube-proxy mode `native`, in `mode`: without its rule lines and golden,
-    and without a `died: by:` that names one of `native`'s chains (not `mode`'s): those are that mode's
-    words. Where and why the packet died (`at`, `reason`) are kept."""
+    """An expectation written for kube-proxy mode `native`, in `mode`: without its golden and its rule lines
+    (but those given for `mode`, `rules[].mode`), and without a `died: by:` that names one of `native`'s
+    chains (not `mode`'s): those are that mode's words. Where and why the packet died (`at`, `reason`) are
+    kept."""
     died = e.died
     if died is not None and died.by and MODE_FACTS.get(native) and MODE_FACTS[native].names_a_chain(died.by) \
             and not (MODE_FACTS.get(mode) and MODE_FACTS[mode].names_a_chain(died.by)):
         died = died.model_copy(update={"by": None})
-    return e.model_copy(update={"rules": [], "golden": None, "died": died})
+    return _rules_for(e, native, mode).model_copy(update={"golden": None, "died": died})
 
 
 def _topology_file(scenario: Path, name: str) -> tuple[dict[str, Any], str]:

@@ -24,13 +24,13 @@ from kpemu.k8s.objects import K8sObject, is_kubernetes, located
 from kpemu.k8s.service import Allocator, ServiceIn, ipv4, read_service
 from kpemu.model.modes import MODE_FACTS, NEWEST_MINOR, OLDEST_MINOR
 from kpemu.model.parse import Lines
-from kpemu.model.topology import FeatureGates
+from kpemu.model.topology import KUBE_PROXY_SKIPS, FeatureGates
 from kpemu.model.unmodelled import refused_fields
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 # kube-proxy's informers select Services and EndpointSlices without these labels (cmd/kube-proxy/app/server.go)
-SKIP_LABELS = ("service.kubernetes.io/service-proxy-name", "service.kubernetes.io/headless")
+SKIP_LABELS = tuple(KUBE_PROXY_SKIPS)
 DEFAULT_SERVICE_CIDR = "10.96.0.0/12"  # kube-apiserver's --service-cluster-ip-range default (kubeadm)
 CONFIG_V1ALPHA1 = "kubeproxy.config.k8s.io/v1alpha1"
 CONFIG_V1ALPHA2 = "kubeproxy.config.k8s.io/v1alpha2"  # the internal config's shape (KEP-784), not served yet

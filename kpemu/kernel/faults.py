@@ -66,6 +66,30 @@ def rules_to_delete(save_text: str, chains: tuple[str, ...] | list[str], target:
             if ln.split(" ", 2)[:2] in [["-A", c] for c in chains] and f" -j {target} " in f"{ln} "]
 
 
+def nft_rules_to_delete(listing: str, statement: str) -> list[tuple[str, str]]:
+    """(handle, rule) of each rule in an `nft -a list chain` text whose words include `statement` (pure):
+    "masquerade" finds `masquerade fully-random` and `... @hairpin-connections masquerade fully-random`."""
+    found = []
+    for line in listing.splitlines():
+        rule, sep, handle = line.strip().rpartition(" # handle ")
+        words = rule.split(' comment "', 1)[0].split()
+        if sep and handle.isdigit() and statement in words and words[0] not in ("chain", "type"):
+            found.append((handle, rule))
+    return found
+
+
+def _delete_nft(ns: str, kind: str, which: tuple[str, str, str, str]) -> list[str]:
+    """Remove the nft rules `which` (a FaultStep's `delete_nft`) names, in one transaction; what was done."""
+    family, table, chain, statement = which
+    found = nft_rules_to_delete(_run(ns, ["nft", "-a", "list", "chain", family, table, chain], kind), statement)
+    if not found:
+        raise ApplyError(f"{ns}: fault {kind}: no rule with {statement} in nft chain {family} {table} {chain} "
+                         "to remove")
+    _run(ns, ["nft", "-f", "-"], kind,
+         "".join(f"delete rule {family} {table} {chain} handle {h}\n" for h, _ in found))
+    return [f"nft delete rule {family} {table} {chain} handle {h}  # {rule}" for h, rule in found]
+
+
 def _run(ns: str, argv: list[str], what: str, text: str | None = None) -> str:
     res = run_in(ns, argv, input=text)
     if res.returncode != 0:
@@ -91,6 +115,8 @@ def apply_fault(step: FaultStep, backend: str = "nft", in_guest: bool = False) -
         text = "\n".join([f"*{table}", *("-D" + ln[2:] for ln in lines), "COMMIT"]) + "\n"
         _run(ns, [RESTORE[backend], "--noflush", "--wait"], kind, text)
         done += [f"iptables -t {table} -D{ln[2:]}" for ln in lines]
+    if step.delete_nft:
+        done += _delete_nft(ns, kind, step.delete_nft)
     for other, argv, text in step.elsewhere:
         _run(other, list(argv), kind, text)
         done.append(f"in {other}: {' '.join(argv)}" + (f" < {len(text.splitlines())} lines" if text else ""))

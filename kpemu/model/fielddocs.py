@@ -90,6 +90,9 @@ DOCS: dict[str, str] = {
     "Service.ports": "The Service's ports.",
     "Service.externalIPs": "spec.externalIPs: addresses on which the Service also answers.",
     "Service.loadBalancerIPs": "The load balancer's addresses (status.loadBalancer.ingress[].ip).",
+    "Service.labels": "metadata.labels. kube-proxy leaves out a Service labelled "
+                      "service.kubernetes.io/service-proxy-name (another proxy serves it) or "
+                      "service.kubernetes.io/headless: no rule for any of its addresses.",
     "Service.loadBalancerProxyIPs": "Ingress addresses with ipMode: Proxy: the load balancer proxies to the nodes, "
                                     "so kube-proxy 1.30+ programs nothing for them (1.29 and older: as VIPs).",
     "Service.allocateLoadBalancerNodePorts": "false: a LoadBalancer without NodePorts (nodePort only where given).",
@@ -186,6 +189,8 @@ DOCS: dict[str, str] = {
     "RulesExpect.node": "The node whose rules are read.",
     "RulesExpect.kind": "Which dump: iptables-save, ipset, ipvs or nft.",
     "RulesExpect.contains": "Lines the dump must contain, each whole.",
+    "RulesExpect.mode": "The kube-proxy mode these lines are for (iptables, ipvs or nftables): checked only "
+                        "when the run's mode is that one (--proxy-mode). Unset: the topology's own mode.",
     "DiedExpect.at": "The member where it died (node, pod, external).",
     "DiedExpect.by": "What killed it: a chain (KUBE-EXTERNAL-SERVICES), a kernel function (tcp_v4_rcv), ...",
     "DiedExpect.reason": "Why: DROP, REJECT, a kernel drop reason (IP_RPFILTER, NO_SOCKET), port "

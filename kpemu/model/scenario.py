@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from kpemu.errors import Problem
+from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import LabName, Strict, Topology, _check_ip
 
 FlowName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")]
@@ -117,6 +118,15 @@ class RulesExpect(Strict):
     node: str
     kind: Literal["iptables-save", "ipset", "ipvs", "nft"] = "iptables-save"
     contains: list[str] = Field(min_length=1)
+    # the kube-proxy mode the lines are for: checked only in a run of that mode (None: the topology's own)
+    mode: str | None = Field(None, json_schema_extra=lambda s: s.update(enum=[*MODE_FACTS, None]))
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, v: str | None) -> str | None:
+        if v is not None and v not in MODE_FACTS:
+            raise ValueError(f"unknown kube-proxy mode {v!r}; expected one of {', '.join(MODE_FACTS)}")
+        return v
 
 
 class DiedExpect(Strict):

@@ -246,11 +246,23 @@ class Endpoint(Strict):
     _ip = field_validator("ip")(_check_ip)
 
 
+# the labels whose presence keeps a Service (and its EndpointSlices) out of kube-proxy's informers, which
+# list with the selector !service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless
+# (cmd/kube-proxy/app/server.go, every release kpemu models) -> why, in words
+KUBE_PROXY_SKIPS = {
+    "service.kubernetes.io/service-proxy-name": "another proxy serves it",
+    "service.kubernetes.io/headless": "it is headless",
+}
+
+
 class Service(Strict):
     """A Kubernetes Service, as `kubectl get svc -o yaml` would show its spec (flattened)."""
 
     name: K8sName
     namespace: K8sName = "default"
+    # metadata.labels: kube-proxy ignores a Service labelled service.kubernetes.io/service-proxy-name or
+    # service.kubernetes.io/headless (kpemu.proxy.view)
+    labels: dict[str, str] = Field(default_factory=dict)
     type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     clusterIP: IPv4
     selector: dict[str, str] | None = None
@@ -289,6 +301,16 @@ class Service(Strict):
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def left_out(self) -> str | None:
+        """Why kube-proxy never sees this Service ("labelled service.kubernetes.io/service-proxy-name=X:
+        another proxy serves it"); None when it does (KUBE_PROXY_SKIPS)."""
+        for label, why in KUBE_PROXY_SKIPS.items():
+            if label in self.labels:
+                value = self.labels[label]
+                return f"labelled {label}{'=' + value if value else ''}: {why}"
+        return None
 
     @property
     def external(self) -> bool:

@@ -19,6 +19,8 @@ class FaultStep:
     netns: str
     commands: tuple[tuple[str, ...], ...] = ()  # argv run inside the namespace, in order
     delete_rules: tuple[str, tuple[str, ...], str] | None = None  # (table, chains, -j target): rules removed
+    # (family, table, chain, statement): the nft rules of that chain whose statements include it, removed
+    delete_nft: tuple[str, str, str, str] | None = None
     change: str = ""  # what was changed, in words
     symptom: str = ""  # what it breaks, and how the report shows it
     after: str | None = None  # the flow after which it is applied (None: before the first flow)

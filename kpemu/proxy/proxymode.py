@@ -41,6 +41,10 @@ class ProxyMode:
     nfacct: bool = False  # its rules may name kube-proxy's nfacct counters (kubeProxy.nfacct applies)
     notice: Callable[[KubeProxy], str | None] = _no_notice  # what kube-proxy logs at startup, e.g. a deprecation
     explain_hooks: Explainer | None = None  # why a traced packet's hooks match the claims (kpemu.analyse.hooks)
+    # where kube-proxy masquerades (the no-masquerade fault removes it): the iptables nat chains of its
+    # MASQUERADE rules, and (family, table, chain, statement) of its nft masquerade rules
+    masquerade_chains: tuple[str, ...] = ("KUBE-POSTROUTING",)
+    masquerade_nft: tuple[str, str, str, str] | None = None
 
     @property
     def name(self) -> str:

@@ -111,6 +111,35 @@ def test_fault_scenario_dies_where_and_why_it_expects(path: Path, tmp_path: Path
     assert "| ✗ |" in md and "-x" in md.split("```mermaid", 1)[1]
 
 
+@pytest.mark.parametrize("path", FAULTS, ids=[p.stem for p in FAULTS])
+def test_fault_scenario_in_nftables_mode_dies_the_same_way_or_is_refused(path: Path, tmp_path: Path) -> None:
+    """A fault that edits kube-proxy's state edits the nft ruleset in nftables mode (no-masquerade removes
+    the masquerading chain's rules); one that cannot (stale-conntrack re-syncs iptables chains) is refused
+    with exit 2 naming the fault and the mode, before anything is made."""
+    if why_unavailable() is not None:
+        pytest.skip(f"kernel drop reasons unavailable: {why_unavailable()}")
+    if any(fault_registry.FAULTS[f.kind].features for f in load_scenario(path).spec.faults):
+        pytest.skip("a fault that only kpemu's guest kernel may apply (tests/vm runs it)")
+    res = kpemu("run", str(path), "--proxy-mode", "nftables", "--runtime", "host", "--out", str(tmp_path),
+                timeout=180)
+    if load_scenario(path).spec.faults[0].kind == "stale-conntrack":
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "faults[0].kind: stale-conntrack re-programs kube-proxy's iptables rules, which kubeProxy.mode " \
+               "nftables has none of; use it with kubeProxy.mode: iptables" in res.stderr
+        assert not list_netns("kp-flt-stale")
+        return
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    data = json.loads((tmp_path / "hops.json").read_text())
+    assert data["faults"] and data["faults"][0]["done"]
+    died = [c for c in data["checks"] if c["what"] == "died"]
+    if not any(e.died for e in load_scenario(path).spec.expect):
+        assert not died
+        return
+    assert died and all(c["ok"] for c in died), died
+    if data["faults"][0]["kind"] == "no-masquerade":
+        assert [d for d in data["faults"][0]["done"] if d.startswith("nft delete rule ip kube-proxy masquerading ")]
+
+
 def _tracing_instances() -> list[str]:
     """The kernel's tracefs instances (tracefs mounted in a private mount namespace only)."""
     res = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",

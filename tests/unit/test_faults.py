@@ -281,3 +281,37 @@ def test_the_registry_the_schema_and_the_validation_name_the_same_fault_kinds(tm
         load_scenario(bad)
     assert str(e.value).endswith("faults[0].kind: Input should be 'mtu-mismatch', 'rp-filter', 'no-masquerade', "
                                  "'no-br-netfilter', 'stale-rules', 'stale-conntrack' or 'conntrack-full' (got 'nope')")
+
+
+def test_no_masquerade_in_nftables_mode_removes_kube_proxy_s_nft_masquerade_rules() -> None:
+    """iptables (and IPVS) mode: KUBE-POSTROUTING's MASQUERADE; nftables mode: the masquerade rules of
+    kube-proxy's own `masquerading` chain, and the CNI's iptables MASQUERADE rules in both."""
+    topo = _topo()
+    ipt = plan_fault(topo, Fault(kind="no-masquerade", node="node1"))
+    assert ipt.delete_rules is not None and ipt.delete_rules[1][0] == "KUBE-POSTROUTING" and ipt.delete_nft is None
+    nft_topo = topo.model_copy(update={"kubeProxy": topo.kubeProxy.model_copy(update={"mode": "nftables"})})
+    nft = plan_fault(nft_topo, Fault(kind="no-masquerade", node="node1"))
+    assert nft.delete_nft == ("ip", "kube-proxy", "masquerading", "masquerade")
+    assert nft.delete_rules is not None and "KUBE-POSTROUTING" not in nft.delete_rules[1]
+    assert "kube-proxy's in its nft chain ip kube-proxy masquerading" in nft.change
+
+
+def test_the_nft_rules_a_fault_deletes_are_found_by_handle() -> None:
+    from kpemu.kernel.faults import nft_rules_to_delete
+
+    listing = (
+        "table ip kube-proxy {\n"
+        "\tchain masquerading { # handle 7\n"
+        "\t\ttype nat hook postrouting priority srcnat; policy accept;\n"
+        "\t\tmeta mark & 0x00004000 == 0x00000000 return # handle 21\n"
+        "\t\tmeta mark set meta mark ^ 0x00004000 # handle 22\n"
+        "\t\tmasquerade fully-random # handle 23\n"
+        "\t\tct status dnat ip saddr . ip daddr . meta l4proto . th dport @hairpin-connections masquerade "
+        "fully-random # handle 24\n"
+        '\t\tmeta mark set meta mark | 0x00004000 comment "masquerade" # handle 25\n'
+        "\t}\n}\n")
+    assert nft_rules_to_delete(listing, "masquerade") == [
+        ("23", "masquerade fully-random"),
+        ("24", "ct status dnat ip saddr . ip daddr . meta l4proto . th dport @hairpin-connections masquerade "
+               "fully-random")]
+    assert nft_rules_to_delete(listing, "snat") == []

@@ -34,6 +34,7 @@ COLLECTED_JSON: dict[str, Any] = {
     "points": [{"ns": "kp-t-node1", "name": "eth0", "member": "node1", "role": "node-eth0", "kind": "ethernet"}],
     "faults": [{"kind": "rp-filter", "member": "node1", "netns": "kp-t-node1",
                 "commands": [["sysctl", "-q", "-w", "net.ipv4.conf.all.rp_filter=1"]], "delete_rules": None,
+                "delete_nft": None,
                 "change": "strict reverse-path filtering", "symptom": "dropped on input", "after": None,
                 "elsewhere": [], "rules_changed": [], "conntrack": [], "kernel_wide": None,
                 "done": ["sysctl -q -w net.ipv4.conf.all.rp_filter=1"]}],

@@ -154,3 +154,35 @@ def test_1_36_steps_dnat_in_the_service_chain_and_hairpin_masquerade() -> None:
     assert only.steps[-1].rule.text.startswith("ct status dnat ")  # type: ignore[union-attr]
     assert (only.endpoint_chain, only.masquerade_chain, only.marked_masq) == (
         "service-ULMVA6XW-ns1/svc1/tcp/p80", "masquerading", False)
+
+
+# node1 of scenarios/lb-ipmode-proxy.yaml in nftables mode (a real `nft monitor trace`, trimmed): client-0's
+# SYN to the load balancer leaves by eth0; flannel's iptables MASQUERADE in nat POSTROUTING binds the
+# source NAT, so the kernel runs no kube-proxy NAT chain after it at that hook
+NAT_FIRST = """\
+trace id 5184d764 ip kube-proxy filter-prerouting packet: iif "cni0" ip saddr 10.244.0.3 ip daddr 10.242.72.100 \
+ip ttl 64 ip id 1 ip length 60 tcp sport 39029 tcp dport 80 tcp flags == syn tcp window 64240
+trace id 5184d764 ip kube-proxy filter-prerouting rule ct state new jump firewall-check (verdict jump firewall-check)
+trace id 5184d764 ip kube-proxy nat-prerouting rule jump services (verdict jump services)
+trace id 5184d764 ip nat FLANNEL-POSTRTG rule ip saddr 10.244.0.0/16 ip daddr != 224.0.0.0/4  counter packets 0 \
+bytes 0 masquerade fully-random (verdict accept)
+trace id 6a0e3bc1 ip kube-proxy filter-prerouting packet: iif "eth0" ip saddr 10.242.72.10 ip daddr 192.168.1.100 \
+ip ttl 63 ip id 2 ip length 60 tcp sport 10977 tcp dport 30080 tcp flags == syn tcp window 64240
+trace id 6a0e3bc1 ip nat FLANNEL-POSTRTG rule meta mark & 0x00004000 == 0x00004000  counter packets 13 bytes 780 \
+return (verdict return)
+trace id 6a0e3bc1 ip kube-proxy nat-postrouting rule jump masquerading (verdict jump masquerading)
+"""
+
+
+def test_a_packet_another_table_nated_first_is_not_checked_saying_why() -> None:
+    """The kernel runs a hook's NAT chains only until one binds the connection (nf_nat_inet_fn); the model
+    walks kube-proxy's table alone, so it says so instead of predicting kube-proxy's masquerading."""
+    from kpemu.analyse.attribution.nft import journeys
+    from kpemu.analyse.explain.nft import _nat_taken
+
+    first, second = journeys(NAT_FIRST)
+    assert _nat_taken("node1", first) == (
+        "a packet on node1 was NATed by another table's rule first (nat FLANNEL-POSTRTG: ip saddr 10.244.0.0/16 "
+        "ip daddr != 224.0.0.0/4 masquerade fully-random), so the kernel ran none of kube-proxy's NAT chains after "
+        "it at that hook; the model walks kube-proxy's table alone")
+    assert _nat_taken("node1", second) is None  # flannel returned; kube-proxy's nat-postrouting ran

@@ -82,6 +82,7 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
     served = set(flow_match(topo, flow).backends)
     for node, text in sorted(data.texts.items()):
         table = None
+        seen: set[tuple] = set()  # the tuples whose first packet on this node was checked
         for hops in journeys(text):
             first = next((h for h in hops if h.table == KUBE_PROXY and h.packet is not None), None)
             pkt = _packet(first, proto) if first else None
@@ -89,7 +90,13 @@ def explain_nft_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, data: T
             if pkt is None or (pkt.src, pkt.sport) in served or \
                     (pkt.src in replies_from and (pkt.dst, pkt.dport) != (flow.dst_ip, flow.dst_port)):
                 continue
-            why = _not_checked(node, pkt, altered, fl, ex, tuples)
+            # a retransmission meets the conntrack entry its first packet made (no `ct state new` rule acts),
+            # which the stateless model does not know: only a tuple's first packet on a node is checked
+            key = (pkt.proto, pkt.src, pkt.sport, pkt.dst, pkt.dport)
+            if key in seen:
+                continue
+            seen.add(key)
+            why = _not_checked(node, pkt, altered, fl, ex, tuples) or _nat_taken(node, hops)
             if why is not None:
                 if why not in ex.unchecked:
                     ex.unchecked.append(why)
@@ -128,6 +135,26 @@ def _not_checked(node: str, pkt: Packet, altered: frozenset[str], fl: FlowLedger
                 and (pkt.proto, pkt.src, pkt.sport, pkt.dst, pkt.dport) in tuples[cl.index]:
             return (f"connection {cl.index} died on {node} outside netfilter ({died.reason or died.action}), "
                     "where the model's path goes on")
+    return None
+
+
+NAT_STATEMENT = re.compile(r"\b(masquerade|snat to|dnat to|redirect to)\b")
+COUNTER = re.compile(r"\bcounter packets \d+ bytes \d+")
+
+
+def _nat_taken(node: str, hops: list[NftHop]) -> str | None:
+    """Why the oracle does not check a packet whose NAT another table made first: the kernel runs a hook's
+    NAT chains in priority order only until one sets up the connection's binding, so after, say, flannel's
+    iptables MASQUERADE in nat POSTROUTING kube-proxy's nat-postrouting does not run; the model walks
+    kube-proxy's table alone and cannot say which comes first."""
+    for i, h in enumerate(hops):
+        if h.table != KUBE_PROXY and h.rule is not None and h.verdict == "accept" \
+                and NAT_STATEMENT.search(h.rule_text or "") \
+                and not [x for x in hops[i + 1:] if x.table == KUBE_PROXY and x.rule is not None]:
+            rule = " ".join(COUNTER.sub("", h.rule_text or "").split())
+            return (f"a packet on {node} was NATed by another table's rule first ({h.table} {h.chain}: {rule}), so "
+                    "the kernel ran none of kube-proxy's NAT chains after it at that hook; the model walks "
+                    "kube-proxy's table alone")
     return None
 
 

@@ -13,13 +13,24 @@ from collections.abc import Mapping
 from kpemu.analyse.drops import parse_drops, time_note
 from kpemu.analyse.explain.types import FlowExplanation
 from kpemu.analyse.ledger import FlowLedger
-from kpemu.analyse.verdict import NO_TRACE, ConnTrace, connection_verdict
+from kpemu.analyse.verdict import NO_TRACE, ConnTrace, Verdict, connection_verdict
 from kpemu.model.names import netns_name
 from kpemu.model.topology import Topology
 from kpemu.plan.tracing import TraceData
 from kpemu.proxy.state import ProxyState
+from kpemu.proxy.view import unproxied
 
 MAX_DROP_EVENTS = 40
+
+
+def _unproxied(topo: Topology, fl: FlowLedger, v: Verdict) -> Verdict:
+    """`v`, saying why kube-proxy had no rule for the flow's destination when it is an address of a Service
+    kube-proxy leaves out (a service-proxy-name or headless label)."""
+    why = unproxied(topo, fl.dst.rsplit(":", 1)[0])
+    if why:
+        v.why = f"{why}; {v.why}" if v.why else why
+        v.text += f"; {why}"
+    return v
 
 
 def balances_with_ipvs(proxy: ProxyState) -> bool:
@@ -48,4 +59,4 @@ def flow_verdicts(topo: Topology, fl: FlowLedger, traces: Mapping[int, ConnTrace
         v = connection_verdict(cl, traces.get(cl.index, NO_TRACE), events, members, netns, ipvs, services,
                                unavailable, note)
         if v is not None:
-            ex.verdicts[cl.index] = v
+            ex.verdicts[cl.index] = _unproxied(topo, fl, v)

@@ -6,9 +6,11 @@ from kpemu.model.modes import MODE_FACTS
 from kpemu.model.names import netns_name
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step
+from kpemu.proxy.nftables.eras import MASQUERADING
 from kpemu.proxy.nftables.generate import nftables_transaction
 from kpemu.proxy.nftables.hooks import explain_hooks
 from kpemu.proxy.nftables.listing import listing
+from kpemu.proxy.nftables.tx import FAMILY, TABLE
 from kpemu.proxy.proxymode import ProxyMode, conntrack_steps
 from kpemu.proxy.state import NodeProxyState, Walk
 
@@ -28,4 +30,4 @@ def build(topo: Topology, node: str, kernel: tuple[int, int] | None = None) -> N
 MODE = ProxyMode(
     MODE_FACTS["nftables"], ("nft", "nft-list"), build,
     saved=("iptables", "nft"), trace="nft-monitor", walks="nft", features=("tool:nft", "nftables"),
-    explain_hooks=explain_hooks)
+    explain_hooks=explain_hooks, masquerade_chains=(), masquerade_nft=(FAMILY, TABLE, MASQUERADING, "masquerade"))
