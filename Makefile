@@ -61,7 +61,7 @@ scenarios: setup
 # The iptables-mode scenarios that pass in nftables mode too (their rules: lines given per mode), and the
 # faults that apply there; runs/nftables/<name> beside runs/<name>.
 NFTABLES_TOO := internal-traffic-local terminating-fallback topology-hints lb-ipmode-proxy lb-no-nodeports \
-	service-proxy-name detect-local-nodecidr faults/no-masquerade faults/no-br-netfilter \
+	service-proxy-name detect-local-nodecidr detect-local-bridge faults/no-masquerade faults/no-br-netfilter \
 	faults/stale-rules faults/rp-filter faults/mtu-mismatch
 
 scenarios-nftables: setup

@@ -13,6 +13,7 @@ import pytest
 from kpemu.inputs.scenario import load_scenario
 from kpemu.model.topology import Topology
 from kpemu.proxy.modes import node_state
+from kpemu.proxy.render import render_rules
 from kpemu.proxy.view import as_seen, unproxied
 from tests.helpers import SCENARIOS
 
@@ -88,13 +89,16 @@ def test_node_cidr_detects_local_traffic_by_the_node_pod_cidr() -> None:
 
 
 def test_bridge_interface_detects_local_traffic_by_the_arrival_bridge() -> None:
-    """localdetector.go NewDetectLocalByBridgeInterface: `-i cni0` (iptables), `iifname cni0` (nft)."""
+    """localdetector.go NewDetectLocalByBridgeInterface: `-i cni0` (iptables), `iifname cni0` (nft), which
+    nft lists as `iifname "cni0"`."""
     ipt = node_state(_topo("detect-local-bridge", "iptables"), "node1").texts["iptables-save"]
     assert ('-A KUBE-SVC-CDGGSHYLG3RE2FKL -d 10.96.0.10/32 ! -i cni0 -p tcp -m comment --comment '
             '"default/web:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ') in ipt.splitlines()
     nft = node_state(_topo("detect-local-bridge", "nftables"), "node1").texts["nft"]
     assert ("add rule ip kube-proxy service-SUSTUHLJ-default/web/tcp/http ip daddr 10.96.0.10 tcp dport 80 "
             "iifname != cni0 jump mark-for-masquerade") in nft.splitlines()
+    listed = render_rules(_topo("detect-local-bridge", "nftables"), "node1", "nft-list")
+    assert ("\t\tip daddr 10.96.0.10 tcp dport 80 iifname != \"cni0\" jump mark-for-masquerade") in listed.splitlines()
 
 
 def test_rules_expectations_follow_the_run_mode(tmp_path: Path) -> None:

@@ -61,13 +61,15 @@ _MARK_OP = {"or": "|", "xor": "^"}
 
 def rule_text(text: str) -> str:
     """A rule as kube-proxy writes it -> as nft lists it (mark statements and tests anywhere in the
-    rule, since 1.36 writes them inline; `dnat ip addr . port to <map>` lists as `dnat ip to`)."""
+    rule, since 1.36 writes them inline; `dnat ip addr . port to <map>` lists as `dnat ip to`;
+    interface names quoted)."""
     t = re.sub(r"(?<!meta )\bmark set mark (or|xor) (0x[0-9a-f]+)",
                lambda m: f"meta mark set meta mark {_MARK_OP[m[1]]} {go_hex(int(m[2], 16))}", text)
     t = re.sub(r"(?<!meta )\bmark and (0x[0-9a-f]+) (==|!=) 0\b",
                lambda m: f"meta mark & {go_hex(int(m[1], 16))} {m[2]} 0x00000000", t)
     t = t.replace(" dnat ip addr . port to numgen ", " dnat ip to numgen ")
     t = re.sub(r"(ip [sd]addr (?:!= )?)\{ ([^}]*) \}", _anon_set, t)
+    t = re.sub(r"\b((?:iif|oif)name (?:!= )?)([^\s\"{]+)", r'\1"\2"', t)  # nft lists names as strings
     return t.replace(" , ", ", ")
 
 
