@@ -180,7 +180,7 @@ def node_with(case: Case) -> Iterator[dict[str, str]]:
             _ip(peer, "addr", "add", link.peer, "dev", "eth0")
             _ip(peer, "link", "set", "eth0", "up")
             _ip(peer, "link", "set", "lo", "up")
-            _ip(peer, "route", "add", "default", "via", link.address.split("/")[0], "onlink")
+            _ip(peer, "route", "add", "default", "via", link.address.split("/")[0], "dev", "eth0", "onlink")
         for link in case.links:
             if link.route:
                 _ip(NODE, "route", "replace", *link.route.split())
