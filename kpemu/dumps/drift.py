@@ -49,6 +49,7 @@ class Drift:
     rules_compared: int = 0
     compared_what: str = "kube-proxy rules"  # what rules_compared counts
     groups: dict[str, ServiceDrift] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # how the comparison was made where a dump's form limits it
 
     def group(self, key: str) -> ServiceDrift:
         """The differences of Service `key` (NODE_WIDE: of no single Service)."""
@@ -83,7 +84,8 @@ def diff_lines(exp: list[str], got: list[str], label: str, group_of: Callable[[s
 
 def render_drift(d: Drift) -> str:
     """The report for humans."""
-    head = f"node {d.node}: {d.proxy}; compared {', '.join(d.compared)}"
+    head = "\n".join([f"node {d.node}: {d.proxy}; compared {', '.join(d.compared)}",
+                      *(f"note: {n}" for n in d.notes)])
     bad = [g for g in d.groups.values() if not g.empty]
     if not bad:
         return f"{head}\nno drift: the {d.rules_compared} {d.compared_what} equal what kube-proxy would program\n"
@@ -112,6 +114,7 @@ def drift_json(d: Drift) -> dict[str, Any]:
         "proxy": d.proxy,
         "compared": d.compared,
         "equal": d.equal,
+        "notes": d.notes,
         "groups": [
             {
                 "service": g.key or None,

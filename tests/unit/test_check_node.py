@@ -107,3 +107,71 @@ def test_rules_of_other_programs_are_not_drift(tmp_path: Path) -> None:
     dump.write_text(text)
     res = cli("check-node", "topologies/seed-001.yaml", "--node", "minikube", "--iptables-save", str(dump))
     assert res.returncode == 0, res.stdout
+
+
+def _rich_save(tmp_path: Path, edit) -> str:
+    """kube-proxy 1.33's rules for rich.yaml's node1 as iptables-save prints them, the lines of each chain
+    passed through `edit(table, chain, lines)`, written to a file; its path."""
+    res = cli("rules", "tests/data/rich.yaml", "--node", "node1", "--format", "iptables-save")
+    assert res.returncode == 0, res.stderr
+    out, table, chains = [], "", {}
+    for line in res.stdout.splitlines():
+        if line.startswith("*"):
+            table, chains = line[1:], {}
+        if line.startswith("-A "):
+            chains.setdefault(line.split()[1], []).append(line)
+            continue
+        if line == "COMMIT":
+            for chain, lines in chains.items():
+                out += edit(table, chain, lines)
+        out.append(line)
+    path = tmp_path / "node1.iptables-save"
+    path.write_text("\n".join(out) + "\n")
+    return str(path)
+
+
+def _blocks_reversed(lines: list[str]) -> list[str]:
+    """Service ports in the reverse order (each one's rules kept in order), the last-rule jump last."""
+    last = [x for x in lines if "must be the last rule" in x]
+    blocks: dict[str, list[str]] = {}
+    for x in lines:
+        if x not in last:
+            blocks.setdefault(x.split('--comment "')[1].split(" ")[0].rstrip('"'), []).append(x)
+    return [x for key in reversed(blocks) for x in blocks[key]] + last
+
+
+def test_map_ordered_chains_in_another_service_order_are_not_drift_but_noted(tmp_path: Path) -> None:
+    """kube-proxy writes KUBE-SERVICES and KUBE-NODEPORTS (nat and filter), KUBE-EXTERNAL-SERVICES and
+    KUBE-PROXY-FIREWALL Service port by Service port in Go map order (pkg/proxy/iptables/proxier.go,
+    `for svcName, svc := range proxier.svcPortMap`; upstream's tests sort them, sortIPTablesRules)."""
+    unordered = {"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-EXTERNAL-SERVICES", "KUBE-PROXY-FIREWALL"}
+    dump = _rich_save(tmp_path, lambda t, c, lines: _blocks_reversed(lines) if c in unordered else lines)
+    res = cli("check-node", "tests/data/rich.yaml", "--node", "node1", "--iptables-save", dump)
+    assert res.returncode == 0, res.stdout
+    why = ("the rules are in another order than kpemu writes them; kube-proxy writes this chain's rules Service "
+           "port by Service port in Go map order (random from sync to sync), so only each Service port's own order "
+           "is compared")
+    assert res.stdout.splitlines()[1:-1] == [f"note: {t}/{c}: {why}" for t, c in (  # one Service: same order
+        ("filter", "KUBE-PROXY-FIREWALL"), ("filter", "KUBE-SERVICES"), ("nat", "KUBE-NODEPORTS"),
+        ("nat", "KUBE-SERVICES"))]
+    assert res.stdout.splitlines()[-1] == "no drift: the 108 kube-proxy rules equal what kube-proxy would program"
+
+
+def test_order_kube_proxy_defines_is_still_drift(tmp_path: Path) -> None:
+    """One Service port's own rules swapped, the last-rule jump moved up, a KUBE-SVC chain reordered: drift."""
+    def swap_first_two(lines: list[str]) -> list[str]:
+        return [lines[1], lines[0], *lines[2:]]
+
+    for table, chain in (("nat", "KUBE-NODEPORTS"), ("nat", "KUBE-SERVICES"), ("nat", "KUBE-SVC-CDGGSHYLG3RE2FKL")):
+        def edit(t, c, lines, want=(table, chain)):
+            if (t, c) != want:
+                return lines
+            if c == "KUBE-SERVICES":
+                return [lines[-1], *lines[:-1]]
+            return swap_first_two(lines)
+
+        res = cli("check-node", "tests/data/rich.yaml", "--node", "node1", "--iptables-save",
+                  _rich_save(tmp_path, edit), "-o", "json")
+        assert res.returncode == 1, (chain, res.stdout)
+        doc = json.loads(res.stdout)
+        assert doc["notes"] == [] and any(g["changed"] or g["missing"] for g in doc["groups"]), chain

@@ -254,8 +254,17 @@ def port_in(value: str, port: int) -> bool:
     return (int(lo or 0) <= port <= int(hi or 65535)) if sep else port == int(value)
 
 
-def _ports_in(value: str, port: int) -> bool:
-    return any(port_in(p, port) for p in value.split(","))
+# The port options of tcp/udp/sctp (one port or LO:HI) and of multiport (a comma list of them) -> which of
+# the packet's ports each tests: the destination port where the walk is, the source port, or either
+_PORTS = {"--dport": "dst", "--destination-port": "dst", "--sport": "src", "--source-port": "src"}
+_MULTIPORTS = {"--dports": "dst", "--destination-ports": "dst", "--sports": "src", "--source-ports": "src",
+               "--ports": "either"}
+
+
+def _ports_hold(values: Iterable[str], which: str, st: WalkState) -> bool:
+    """Whether one of the port `values` holds the packet's port that `which` names (dst | src | either)."""
+    ports = {"dst": (st.dport,), "src": (st.pkt.sport,), "either": (st.dport, st.pkt.sport)}[which]
+    return any(port_in(v, p) for v in values for p in ports)
 
 
 def mark_match(value: str, mark: int) -> bool:
@@ -272,37 +281,24 @@ def _tcp_flags(names: str) -> set[str]:
 
 
 def _l4(m: Match, st: WalkState) -> Decision:
+    """tcp/udp/sctp (explicit or implied by -p) and multiport: one loop, the options told apart by module."""
+    listed = m.module == "multiport"
     proto = m.module if m.module in ("tcp", "udp", "sctp") else None
     if proto is not None and proto != st.pkt.proto:
         return 0.0
+    ports = _MULTIPORTS if listed else _PORTS
     for o in m.options:
         v = o.values[0] if o.values else ""
-        if o.name in ("--dport", "--destination-port"):
-            ok = port_in(v, st.dport)
-        elif o.name in ("--sport", "--source-port"):
-            ok = port_in(v, st.pkt.sport)
+        if o.name in ports:
+            ok = _ports_hold(v.split(",") if listed else (v,), ports[o.name], st)
+        elif listed:
+            return _not_modelled(m.module, o)
         elif o.name == "--syn" and st.pkt.proto == "tcp":
             ok = True
         elif o.name == "--tcp-flags" and st.pkt.proto == "tcp" and len(o.values) == 2:
             ok = _FIRST_FLAGS & _tcp_flags(o.values[0]) == _tcp_flags(o.values[1])
         elif o.name == "--tcp-option":
             return Unknown(option_text(m.module, o), "the options of the client's SYN are not known")
-        else:
-            return _not_modelled(m.module, o)
-        if ok == o.negated:
-            return 0.0
-    return 1.0
-
-
-def _multiport(m: Match, st: WalkState) -> Decision:
-    for o in m.options:
-        v = o.values[0] if o.values else ""
-        if o.name in ("--dports", "--destination-ports"):
-            ok = _ports_in(v, st.dport)
-        elif o.name in ("--sports", "--source-ports"):
-            ok = _ports_in(v, st.pkt.sport)
-        elif o.name == "--ports":
-            ok = _ports_in(v, st.dport) or _ports_in(v, st.pkt.sport)
         else:
             return _not_modelled(m.module, o)
         if ok == o.negated:
@@ -524,7 +520,7 @@ def evaluate(rule: Rule, st: WalkState, ctx: Context) -> Decision:
 
 def _module(m: Match, st: WalkState, ctx: Context) -> Decision:
     mod = m.module
-    if m.implicit or mod in ("tcp", "udp", "sctp"):
+    if m.implicit or mod in ("tcp", "udp", "sctp", "multiport"):
         return _l4(m, st)
     if mod == "comment":
         return 1.0
@@ -537,8 +533,6 @@ def _module(m: Match, st: WalkState, ctx: Context) -> Decision:
         if o is None or len(m.options) != 1 or not o.values:
             return _not_modelled(mod, m.options[0]) if m.options else 1.0
         return 1.0 if mark_match(o.values[0], st.mark if mod == "mark" else st.ctmark) != o.negated else 0.0
-    if mod == "multiport":
-        return _multiport(m, st)
     if mod == "set":
         return _set(m, st, ctx)
     if mod == "statistic":

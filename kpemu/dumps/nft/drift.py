@@ -18,7 +18,7 @@ from typing import Any
 
 from kpemu.dumps.drift import NODE_WIDE, Drift, diff_lines, service_index, service_key
 from kpemu.dumps.files import DumpFiles, read_text
-from kpemu.dumps.nft.read import NftDump, listed, parse_nft
+from kpemu.dumps.nft.read import JSON_FORM, NftDump, listed, parse_nft
 from kpemu.proxy.modes import node_state
 from kpemu.proxy.nftables.listing import priority_text, set_properties
 from kpemu.proxy.nftables.tx import Chain, Element, NSet, Table, quote
@@ -28,11 +28,12 @@ _ENDPOINT = re.compile(r"__([0-9.]+)/(\d+)$")
 COMPARED = "kube-proxy rules and set/map elements"
 
 
-def _chain_head(c: Chain) -> str:
+def _chain_head(c: Chain, comment: bool = True) -> str:
+    """A chain's name, hook and (unless `comment` is False) comment, as compared and reported."""
     parts = [f"chain {c.name}"]
     if c.hook:
         parts.append(f"type {c.hook.type} hook {c.hook.hook} priority {priority_text(c.hook)}")
-    if c.comment is not None:
+    if comment and c.comment is not None:
         parts.append(f"comment {quote(c.comment)}")
     return "; ".join(parts)
 
@@ -88,8 +89,9 @@ def _endpoint(c: Chain) -> str:
     return f"{m[1]}:{m[2]}" if m else "?"
 
 
-def compare_chains(drift: Drift, want: Table, have: Table) -> None:
-    """Chains: hook and comment, then the rules in order (difflib), grouped per Service."""
+def compare_chains(drift: Drift, want: Table, have: Table, comments: bool = True) -> None:
+    """Chains: hook and comment (not the comment when `comments` is False: the dump's form does not carry
+    it), then the rules in order (difflib), grouped per Service."""
     for name in [*want.chains, *(n for n in have.chains if n not in want.chains)]:
         w, h = want.chains.get(name), have.chains.get(name)
         g = drift.group(_Owners.of_name(name))
@@ -101,8 +103,8 @@ def compare_chains(drift: Drift, want: Table, have: Table) -> None:
         if w is None or h is None:
             if not (exp or got):
                 (g.missing if h is None else g.extra).append(_chain_head(w or h))  # type: ignore[arg-type]
-        elif _chain_head(w) != _chain_head(h):
-            g.changed.append(([_chain_head(w)], [_chain_head(h)]))
+        elif _chain_head(w, comments) != _chain_head(h, comments):
+            g.changed.append(([_chain_head(w, comments)], [_chain_head(h, comments)]))
         diff_lines(exp, got, f"chain {name}", lambda _, g=g: g)
 
 
@@ -139,7 +141,11 @@ def check_node_nft(topo: Any, node: str, dump: NftDump) -> Drift:
         return drift
     have = dump.table
     node_wide = drift.group(NODE_WIDE)
-    if want.comment != have.comment:
+    comments = not _without_comments(dump)
+    if not comments:
+        drift.notes.append(f"{dump.form} does not carry the table's and chains' comments (libnftables' JSON "
+                           "leaves them out): compared without them; `nft list ruleset` shows them")
+    if comments and want.comment != have.comment:
         node_wide.changed.append(([f"table comment {want.comment!r}"], [f"table comment {have.comment!r}"]))
     for chain, policy in dump.policies.items():
         if policy != "accept":  # kube-proxy's base chains accept; a drop policy is someone else's edit
@@ -149,8 +155,15 @@ def check_node_nft(topo: Any, node: str, dump: NftDump) -> Drift:
             (node_wide.missing if name in want.counters else node_wide.extra).append(f"counter {name}")
     owners = _Owners(topo, want, have)
     compare_sets(drift, want, have, owners)
-    compare_chains(drift, want, have)
+    compare_chains(drift, want, have, comments)
     return drift
+
+
+def _without_comments(dump: NftDump) -> bool:
+    """Whether the dump is libnftables JSON that left the comments out: the table's, and every chain's
+    (a JSON that carries one, as a newer libnftables may, is compared with them)."""
+    return dump.form == JSON_FORM and dump.table is not None and dump.table.comment is None and \
+        all(c.comment is None for c in dump.table.chains.values())
 
 
 def check_nft_dump(topo: Any, topology_file: str, node: str, files: DumpFiles) -> Drift:

@@ -5,8 +5,8 @@ pass the same checks. The other tables are named, not read. A problem names the 
 (`nftables[12] (rule of chain services)`), as a text dump's names its line.
 
 What libnftables 1.0.6's JSON leaves out: a set's `dynamic` flag (told, for certain, by a rule that
-updates the set), the table's and the chains' comments (then None: check-node reports a chain comment
-missing, which the JSON cannot show).
+updates the set), the table's and the chains' comments (then None: check-node compares such a dump without
+comments, and says so).
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ _DURATION = re.compile(r"(\d+)(ms|d|h|m|s)")
 _UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0}
 
 
+JSON_FORM = "nft -j list ruleset"  # the form of a libnftables JSON dump (kpemu.dumps.nft.json)
+
+
 @dataclass
 class NftDump:
     """A node's nftables dump: kube-proxy's table (None when the dump has none), the policies of
@@ -46,7 +49,7 @@ class NftDump:
     table: Table | None
     policies: dict[str, str] = field(default_factory=dict)
     others: list[str] = field(default_factory=list)
-    form: str = "nft list ruleset"  # or "nft -j list ruleset" (libnftables JSON, kpemu.dumps.nft.json)
+    form: str = "nft list ruleset"  # or JSON_FORM
 
     def describe(self) -> str:
         """`FILE (nft list ruleset; not kube-proxy's: table inet filter, ...)` for reports."""
@@ -385,7 +388,7 @@ def parse_nft(text: str, path: str) -> NftDump:
         dump = _Reader(listing, path).read()
     except InputError as e:
         raise InputError([_element_problem(p, where) for p in e.problems]) from None
-    return replace(dump, form="nft -j list ruleset")
+    return replace(dump, form=JSON_FORM)
 
 
 def _element_problem(p: Problem, where: dict[int, tuple[int, str]]) -> Problem:

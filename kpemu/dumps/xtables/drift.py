@@ -3,9 +3,11 @@
 Only kube-proxy's (and kubelet's) state is compared: the KUBE-* chains, the jumps from the
 built-in chains into them, and in IPVS mode the ipsets and virtual servers; a CNI's or docker's
 own rules are not kube-proxy drift. Rules are compared in iptables-save's canonical form, chain by
-chain and in order; every difference is put under the Service it belongs to (from the rule's
-comment, or the Service whose rules jump to the chain), so stale endpoints (KUBE-SEP chains of
-endpoints the EndpointSlices no longer have) and rules of deleted Services stand out.
+chain and in order, except where kube-proxy's order is not defined (`MAP_ORDERED`: there the rules
+are compared Service port by Service port, each one's own rules in order); every difference is put
+under the Service it belongs to (from the rule's comment, or the Service whose rules jump to the
+chain), so stale endpoints (KUBE-SEP chains of endpoints the EndpointSlices no longer have) and rules
+of deleted Services stand out.
 """
 
 from __future__ import annotations
@@ -26,6 +28,16 @@ from kpemu.proxy.rules import BUILTIN_CHAINS, RuleSet
 from kpemu.proxy.save import canonical_line
 from kpemu.proxy.state import Walk
 
+# The chains iptables-mode kube-proxy fills Service port by Service port while it iterates a Go map
+# (pkg/proxy/iptables/proxier.go, syncProxyRules: `for svcName, svc := range proxier.svcPortMap` writes
+# nat KUBE-SERVICES and KUBE-NODEPORTS, filter KUBE-SERVICES, KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL
+# and KUBE-NODEPORTS), so the order between Service ports differs from sync to sync; after the loop it
+# writes the "must be the last rule in this chain" jump to KUBE-NODEPORTS. Upstream's own tests sort
+# the same chains before comparing (proxier_test.go, sortIPTablesRules).
+MAP_ORDERED = frozenset({("nat", "KUBE-SERVICES"), ("nat", "KUBE-NODEPORTS"), ("filter", "KUBE-SERVICES"),
+                         ("filter", "KUBE-EXTERNAL-SERVICES"), ("filter", "KUBE-PROXY-FIREWALL"),
+                         ("filter", "KUBE-NODEPORTS")})
+_LAST_RULE = "must be the last rule"
 _PER_SERVICE = ("KUBE-SVC-", "KUBE-SEP-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-XLB-")
 
 
@@ -67,8 +79,7 @@ def kube_lines(rs: RuleSet) -> dict[tuple[str, str], list[str]]:
 
 
 def _group_of(line: str, chain: tuple[str, str], owners: dict[tuple[str, str], str]) -> str:
-    m = re.search(r'--comment "([^"]*)"', line) or re.search(r"--comment (\S+)", line)
-    return service_key(m.group(1) if m else None) or owners.get(chain, NODE_WIDE)
+    return service_key(_comment(line)) or owners.get(chain, NODE_WIDE)
 
 
 def _dnat(lines: list[str]) -> str:
@@ -79,9 +90,43 @@ def _dnat(lines: list[str]) -> str:
     return "?"
 
 
-def compare_rules(drift: Drift, expected: RuleSet, dump: RuleSet) -> None:
-    """Add the rule differences between kube-proxy's rules and a dump to `drift`, per Service."""
+def _comment(line: str) -> str | None:
+    m = re.search(r'--comment "([^"]*)"', line) or re.search(r"--comment (\S+)", line)
+    return m.group(1) if m else None
+
+
+def service_port_order(lines: list[str]) -> list[str]:
+    """A MAP_ORDERED chain's rules in an order that does not depend on kube-proxy's map iteration: by the
+    Service port their comment names first (`ns/svc:port ...`, up to the first space), each Service port's
+    rules in their own order, the "must be the last rule" jump last (where kube-proxy writes it)."""
+    end = len(lines)
+    while end and _LAST_RULE in (_comment(lines[end - 1]) or ""):
+        end -= 1  # the jump(s) kube-proxy writes after the loop stay where they are; one elsewhere is drift
+    return sorted(lines[:end], key=_service_port) + lines[end:]
+
+
+def _service_port(line: str) -> str:
+    """The Service port a rule's comment names (`ns/svc:port`); "" for none, and for a "must be the last
+    rule" jump that is not last (sorted first, never to where kube-proxy writes it)."""
+    comment = _comment(line) or ""
+    return "" if _LAST_RULE in comment else comment.split(" ", 1)[0]
+
+
+def compare_rules(drift: Drift, expected: RuleSet, dump: RuleSet,
+                  unordered: frozenset[tuple[str, str]] = frozenset()) -> None:
+    """Add the rule differences between kube-proxy's rules and a dump to `drift`, per Service; the chains
+    of `unordered` (MAP_ORDERED in iptables mode) are compared in `service_port_order`, and a note says
+    when that is what made them equal."""
     want, have = kube_lines(expected), kube_lines(dump)
+    for chain in sorted(unordered):
+        exp, got = want.get(chain), have.get(chain)
+        if exp is None or got is None:
+            continue
+        want[chain], have[chain] = service_port_order(exp), service_port_order(got)
+        if exp != got and want[chain] == have[chain]:
+            drift.notes.append(f"{chain[0]}/{chain[1]}: the rules are in another order than kpemu writes them; "
+                               "kube-proxy writes this chain's rules Service port by Service port in Go map order "
+                               "(random from sync to sync), so only each Service port's own order is compared")
     owners = {**_owners(dump), **_owners(expected)}
     drift.rules_compared += sum(len(v) for v in have.values())
     group = drift.group
@@ -205,5 +250,5 @@ def _compare(topo: Any, node: str, walk: Walk, iptables_save: RuleSet | None,
         if ipvs is not None:
             compare_virtual_servers(drift, walk.ipvs.virtual_servers, ipvs, index)
     if iptables_save is not None:  # a mode without iptables rules (nftables) expects none
-        compare_rules(drift, walk.rules or RuleSet(), iptables_save)
+        compare_rules(drift, walk.rules or RuleSet(), iptables_save, MAP_ORDERED if walk.ipvs is None else frozenset())
     return drift
