@@ -149,16 +149,20 @@ _STATE = {True: ("ok", "ok"), False: ("fail", "failed"), None: ("", "no expectat
 _TOC_STATE = {True: "", False: " (failed)", None: " (no expectation)"}
 
 
+PICTURES = "pictures"  # a run folder's path pictures
+
+
 def picture_file(flow_name: str, ext: str) -> str:
     """Where a run keeps a flow's path picture (svg | png), relative to the run folder."""
-    return f"pictures/path-{flow_name}.{ext}"
+    return f"{PICTURES}/path-{flow_name}.{ext}"
 
 
 def _path(flow: Mapping, topo: Topology, files: set[str]) -> str:
     """The flow's path on the topology picture, with its files when the run wrote them."""
     name = str(flow.get("name"))
     links = [_link(picture_file(name, ext), files) for ext in ("svg", "png") if picture_file(name, ext) in files]
-    note = f"<p>The picture as a file: {', '.join(links)}</p>" if links else ""
+    png = "" if picture_file(name, "png") in files else " (<code>kpemu runs picture RUN</code> draws it as PNG)"
+    note = f"<p>The picture as a file: {', '.join(links)}{png}</p>" if links else ""
     return (f"<h3>Path</h3><div class=\"box picture\">{path_picture(topo, flow)}</div>"
             f"<p>Solid: the request, dashed: the reply, from capture point to capture point; a NAT change is "
             f"labelled in the box of the member that made it.</p>{note}")
