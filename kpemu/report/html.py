@@ -31,7 +31,7 @@ text-align:left}th{background:#eee}pre,code{font-size:12px}pre{background:#f6f6f
 white-space:pre-wrap;overflow-wrap:anywhere}.ok{color:#060;font-weight:bold}.fail{color:#a00;font-weight:bold}
 details{margin:2px 0}svg text{font-family:monospace}.box{overflow-x:auto;max-width:100%;margin:6px 0}
 nav.toc{background:#f3f6fb;border:1px solid #ccd;padding:6px 14px;display:inline-block}
-nav.toc ul{margin:4px 0;padding-left:18px}table.checks td{min-width:7em}"""
+nav.toc ul{margin:4px 0;padding-left:18px}table.checks td{min-width:7em}.picture svg{max-width:100%;height:auto}"""
 
 _e = html.escape
 
