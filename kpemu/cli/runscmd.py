@@ -103,6 +103,30 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runs_picture(args: argparse.Namespace) -> int:
+    """Each flow's path picture of a run (pictures/path-FLOW.svg) drawn as PNG beside it, by headless Chromium."""
+    import json
+
+    from kpemu.errors import InputError
+    from kpemu.report.html import picture_file
+    from kpemu.report.pin import find_flow
+    from kpemu.report.png import find_browser, render_png
+    from kpemu.report.runs import find_run
+
+    run = find_run(Path(args.dir), args.name)
+    report = json.loads((run / "hops.json").read_text())
+    flows = [find_flow(report, args.flow)] if args.flow else [f for f in report["flows"] if f.get("hops")]
+    browser = find_browser()
+    for f in flows:
+        svg = run / picture_file(f["name"], "svg")
+        if not svg.is_file():
+            raise InputError(f"kpemu runs picture: {svg} does not exist (a run written by this kpemu has one per "
+                             f"flow that was seen; run the scenario again)")
+        png = render_png(svg, run / picture_file(f["name"], "png"), browser)
+        print(f"{png} (drawn by {browser} from {svg.name})")
+    return 0
+
+
 def cmd_runs_check(args: argparse.Namespace) -> int:
     """Every hop table pinned in the documents against the runs under --dir; exit 1 with a diff on change."""
     from kpemu.errors import InputError
@@ -165,6 +189,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--write", metavar="DOC", default=None,
                    help="put the table into DOC between kpemu markers (replacing the pinned one)")
     o.set_defaults(func=cmd_runs_show)
+    o = add_command(rsub, "picture", "draw each flow's path picture (pictures/path-FLOW.svg) as PNG beside it",
+                    ["kpemu runs picture nodeport-iptables",
+                     "kpemu runs picture nodeport-local --flow to-node-with-endpoint"])
+    o.add_argument("name", metavar="NAME", help="the run's name as kpemu runs lists it, or its directory")
+    o.add_argument("--flow", default=None, help="only this flow's picture")
+    o.add_argument("--dir", default=argparse.SUPPRESS, help="where the runs are (default runs)")
+    o.set_defaults(func=cmd_runs_picture)
     o = add_command(rsub, "check", "fail (exit 1, with a diff) when a hop table pinned in a document changed",
                     ["kpemu runs check docs/nodeport.md", "kpemu runs check --dir /tmp/runs docs/*.md"])
     o.add_argument("docs", nargs="+", metavar="DOC", help="Markdown files with pinned hop tables")

@@ -11,6 +11,7 @@ import re
 
 from kpemu.cni import cni_of
 from kpemu.model.topology import Topology
+from kpemu.report.picture import topology_picture
 
 FORMATS = ("mermaid", "dot", "html")
 NL = "\\n"  # a line break inside a dot label
@@ -81,51 +82,9 @@ def topology_dot(topo: Topology) -> str:
 
 
 def topology_svg(topo: Topology) -> str:
-    """An inline SVG: externals and underlay on top, nodes below with their pods, services listed."""
-    e = html.escape
-    pod_h, char_w = 34, 7.3  # 12px monospace: 7.3px a character
-    pod_texts = [f"{p.name} {p.ip}" for p in topo.pods]
-    col_w = max(260, *(int(len(t) * char_w) + 64 for t in pod_texts))  # the widest pod label sets the columns
-    ncols = max(len(topo.nodes), 1)
-    texts = [f"xx {_svc_label(s)}" for s in topo.services]  # the widest text sets the width too
-    width = max(ncols * col_w + 40, 560, 30 + len(topo.externals) * 240, *(int(48 + len(t) * char_w) for t in texts))
-    max_pods = max((len(topo.pods_on(n.name)) for n in topo.nodes), default=0)
-    height = 200 + max_pods * pod_h + 40 + 22 * len(topo.services) + 20
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="topology" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="12">',
-           f'<rect x="20" y="70" width="{width - 40}" height="26" rx="13" fill="#e8eef7" stroke="#5577aa"/>',
-           f'<text x="{width // 2}" y="88" text-anchor="middle">underlay {e(topo.underlay)} '
-           f'(router {e(topo.gateway)})</text>']
-    for i, x in enumerate(topo.externals):
-        cx = 30 + i * 240
-        out.append(f'<rect x="{cx}" y="10" width="220" height="40" fill="#fff3e0" stroke="#cc8800"/>')
-        out.append(f'<text x="{cx + 8}" y="27">{e(x.name)} ({e(x.role)})</text>')
-        out.append(f'<text x="{cx + 8}" y="43">{e(x.ip)}</text>')
-        out.append(f'<line x1="{cx + 110}" y1="50" x2="{cx + 110}" y2="70" stroke="#cc8800"/>')
-    for i, n in enumerate(topo.nodes):
-        x = 20 + i * col_w
-        out.append(f'<line x1="{x + 110}" y1="96" x2="{x + 110}" y2="120" stroke="#5577aa"/>')
-        out.append(f'<text x="{x + 114}" y="112" fill="#5577aa">{e(n.ip)}</text>')
-        h = 70 + len(topo.pods_on(n.name)) * pod_h
-        out.append(f'<rect x="{x}" y="120" width="{col_w - 20}" height="{h}" fill="#eef7ee" stroke="#338833"/>')
-        out.append(f'<text x="{x + 8}" y="138" font-weight="bold">{e(n.name)}</text>')
-        out.append(f'<text x="{x + 8}" y="154">pods {e(n.podCIDR)}</text>')
-        out.append(f'<text x="{x + 8}" y="170">{e(_tunnel(topo, n) or cni_of(topo).node_label)}</text>')
-        for j, p in enumerate(topo.pods_on(n.name)):
-            y = 180 + j * pod_h
-            out.append(f'<rect x="{x + 14}" y="{y}" width="{col_w - 48}" height="26" rx="4" fill="#ffffff" '
-                       f'stroke="#338833"/>')
-            out.append(f'<text x="{x + 22}" y="{y + 17}">{e(p.name)} {e(p.ip)}</text>')
-    if len(topo.nodes) > 1:
-        y = 128
-        x1, x2 = 20 + col_w - 20, 20 + (len(topo.nodes) - 1) * col_w
-        out.append(f'<line x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" stroke="#993399" stroke-dasharray="5,3"/>')
-        out.append(f'<text x="{x1 + 2}" y="{y - 3}" fill="#993399" font-size="10">{e(_overlay(topo))}</text>')
-    y0 = 200 + max_pods * pod_h + 40
-    for k, s in enumerate(topo.services):
-        out.append(f'<text x="24" y="{y0 + k * 22}">&#x2B21; {e(_svc_label(s))}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
+    """An inline SVG: externals and underlay on top, nodes below with their pods, services listed
+    (kpemu.report.picture, which also draws a flow's path on it)."""
+    return topology_picture(topo)
 
 
 def topology_html(topo: Topology) -> str:

@@ -14,13 +14,14 @@ Input is hops.json's dict (kpemu.report.runreport.RunReport), the topology, opti
 from __future__ import annotations
 
 import html
-import textwrap
 from collections.abc import Mapping, Sequence
 
 from kpemu.model.topology import Topology
 from kpemu.report.graph import topology_svg
 from kpemu.report.mermaid import change_text, hop_point, sequence_diagram, tuple_text
+from kpemu.report.picture import path_picture
 from kpemu.report.runreport import RunReport
+from kpemu.report.sequence import sequence_svg
 from kpemu.report.table import DIED, hop_numbers, opened_line, verdict_lines
 from kpemu.report.wireshark import RUN_PCAPNG, commands, flow_pcapng
 
@@ -30,74 +31,13 @@ text-align:left}th{background:#eee}pre,code{font-size:12px}pre{background:#f6f6f
 white-space:pre-wrap;overflow-wrap:anywhere}.ok{color:#060;font-weight:bold}.fail{color:#a00;font-weight:bold}
 details{margin:2px 0}svg text{font-family:monospace}.box{overflow-x:auto;max-width:100%;margin:6px 0}
 nav.toc{background:#f3f6fb;border:1px solid #ccd;padding:6px 14px;display:inline-block}
-nav.toc ul{margin:4px 0;padding-left:18px}table.checks td{min-width:7em}"""
-_CHAR = 6.8  # px per character of 11px monospace, with some slack
-_ROW, _TOP, _NOTE_CHARS = 40, 60, 96
+nav.toc ul{margin:4px 0;padding-left:18px}table.checks td{min-width:7em}.picture svg{max-width:100%;height:auto}"""
 
 _e = html.escape
 
 
 def _esc(value: object) -> str:
     return _e("" if value is None else str(value))
-
-
-def _lines(text: str, width: int = _NOTE_CHARS) -> list[str]:
-    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
-
-
-def sequence_svg(flow: Mapping) -> str:
-    """The flow's sequence diagram as SVG: a lifeline per capture point, an arrow per sighting, notes.
-
-    Sized to its text: lanes as wide as the longest point name, notes wrapped, nothing truncated;
-    a diagram wider than the page scrolls inside its box.
-    """
-    hops = list(flow.get("hops") or [])
-    parts = list(dict.fromkeys(hop_point(h) for h in hops))
-    col = max([170, *(int(len(p) * _CHAR) + 28 for p in parts)])
-    x = {p: 20 + i * col + col // 2 for i, p in enumerate(parts)}
-    body: list[str] = []
-    right = 20 + len(parts) * col
-    y, prev = _TOP, None
-    verdict = flow.get("verdict") or {}
-    dying = max((i for i, h in enumerate(hops) if h.get("direction") == verdict.get("direction", "request")),
-                default=None) if verdict else None
-    for i, h in enumerate(hops):
-        cur = x[hop_point(h)]
-        src = x[hop_point(prev)] if prev is not None and prev.get("direction") == h.get("direction") else cur - 40
-        src = cur - 40 if src == cur else src
-        reply = h.get("direction") == "reply"
-        color, dash = ("#2a6", ' stroke-dasharray="6,3"') if reply else ("#333", "")
-        label = tuple_text(h) + (f"  (frame {h['frame']})" if h.get("frame") else "")
-        lx = min(src, cur) + 4
-        right = max(right, int(lx + len(label) * _CHAR))
-        body.append(f'<line class="msg" x1="{src}" y1="{y}" x2="{cur}" y2="{y}" stroke="{color}"{dash} '
-                    f'marker-end="url(#arr)"/><text x="{lx}" y="{y - 5}" fill="{color}">{_e(label)}</text>')
-        if i == dying:  # the packet died here
-            body.append(f'<text class="died" x="{cur + 4}" y="{y + 5}" fill="#c00" font-size="16">{DIED}</text>')
-        y += _ROW // 2
-        for ch in h.get("changed_by") or []:
-            lines = _lines(change_text(ch))
-            w = int(max(len(s) for s in lines) * _CHAR) + 12
-            left = max(min(cur - 20, 20 + len(parts) * col - w), 10)  # inside the lanes when it fits
-            right = max(right, left + w)
-            height = 8 + 14 * len(lines)
-            tspans = "".join(f'<tspan x="{left + 6}" dy="{14 if i else 0}">{_e(s)}</tspan>'
-                             for i, s in enumerate(lines))
-            body.append(f'<g><rect class="note" x="{left}" y="{y - 4}" width="{w}" height="{height}" fill="#fff8c4" '
-                        f'stroke="#c9b400"/><text x="{left + 6}" y="{y + 10}">{tspans}</text></g>')
-            y += height + 8
-        y += _ROW // 2
-        prev = h
-    width, height = right + 20, y + 10
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="sequence" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-size="11">',
-           '<defs><marker id="arr" markerWidth="8" markerHeight="8" refX="7" refY="3" orient="auto">'
-           '<path d="M0,0 L7,3 L0,6 z" fill="#333"/></marker></defs>']
-    for p in parts:
-        out.append(f'<rect x="{x[p] - col // 2 + 6}" y="10" width="{col - 12}" height="28" fill="#e8eef7" '
-                   f'stroke="#5577aa"/><text x="{x[p]}" y="28" text-anchor="middle">{_e(p)}</text>')
-        out.append(f'<line x1="{x[p]}" y1="38" x2="{x[p]}" y2="{height - 10}" stroke="#99a" stroke-dasharray="4,3"/>')
-    return "\n".join([*out, *body, "</svg>"])
 
 
 def _ep(ip: object, port: object) -> str:
@@ -209,7 +149,26 @@ _STATE = {True: ("ok", "ok"), False: ("fail", "failed"), None: ("", "no expectat
 _TOC_STATE = {True: "", False: " (failed)", None: " (no expectation)"}
 
 
-def _flow(flow: Mapping, details: Mapping[int, Mapping] | None, files: set[str]) -> str:
+PICTURES = "pictures"  # a run folder's path pictures
+
+
+def picture_file(flow_name: str, ext: str) -> str:
+    """Where a run keeps a flow's path picture (svg | png), relative to the run folder."""
+    return f"{PICTURES}/path-{flow_name}.{ext}"
+
+
+def _path(flow: Mapping, topo: Topology, files: set[str]) -> str:
+    """The flow's path on the topology picture, with its files when the run wrote them."""
+    name = str(flow.get("name"))
+    links = [_link(picture_file(name, ext), files) for ext in ("svg", "png") if picture_file(name, ext) in files]
+    png = "" if picture_file(name, "png") in files else " (<code>kpemu runs picture RUN</code> draws it as PNG)"
+    note = f"<p>The picture as a file: {', '.join(links)}{png}</p>" if links else ""
+    return (f"<h3>Path</h3><div class=\"box picture\">{path_picture(topo, flow)}</div>"
+            f"<p>Solid: the request, dashed: the reply, from capture point to capture point; a NAT change is "
+            f"labelled in the box of the member that made it.</p>{note}")
+
+
+def _flow(flow: Mapping, details: Mapping[int, Mapping] | None, files: set[str], topo: Topology | None = None) -> str:
     name = str(flow.get("name"))
     ok = flow.get("ok")
     died = flow.get("verdict")
@@ -218,6 +177,8 @@ def _flow(flow: Mapping, details: Mapping[int, Mapping] | None, files: set[str])
         mark += f" <span class=\"{'fail' if ok is False else 'died'}\">{DIED} died on {_esc(died.get('at'))}</span>"
     out = [f"<section id=\"flow-{_e(name)}\"><h2>Flow {_e(name)}: {_esc(flow.get('from'))} -&gt; "
            f"{_esc(flow.get('to'))} ({_esc(flow.get('protocol'))}) {mark}</h2>"]
+    if flow.get("hops") and topo is not None:  # the flow opens with its path on the picture
+        out.append(_path(flow, topo, files))
     conns = flow.get("connections") or []
     outcomes = [str(c.get("outcome")) for c in conns]
     summary = f"{len(conns)} connection(s): " + ", ".join(f"{o} x{outcomes.count(o)}" for o in sorted(set(outcomes)))
@@ -308,7 +269,7 @@ def render_html(hops: RunReport, topo: Topology | None = None,
            + "".join(f'<li><a href="#{_e(a)}">{_e(t)}</a></li>' for a, t in toc) + "</ul></nav>"]
     if topo is not None:
         out.append(f"<section id=\"topology\"><h2>Topology</h2><div class=\"box\">{topology_svg(topo)}</div></section>")
-    out += [_flow(f, (details or {}).get(str(f.get("name"))), have) for f in flows]
+    out += [_flow(f, (details or {}).get(str(f.get("name"))), have, topo) for f in flows]
     for i, (title, body) in enumerate((extra_sections or {}).items()):
         out.append(f"<section id=\"extra-{i}\"><h2>{_e(title)}</h2><pre>{_e(body)}</pre></section>")
     if checks:

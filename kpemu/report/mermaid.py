@@ -7,6 +7,7 @@ Works on a flow of hops.json (kpemu.report.runreport.RunReport), so it renders s
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 
 def participant_id(point: str) -> str:
@@ -14,11 +15,12 @@ def participant_id(point: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", point)
 
 
-def hop_point(hop: dict) -> str:
+def hop_point(hop: Mapping) -> str:
+    """A hop's capture point: member/interface."""
     return f"{hop.get('member') or hop.get('node')}/{hop.get('interface')}"
 
 
-def tuple_text(hop: dict) -> str:
+def tuple_text(hop: Mapping) -> str:
     """"10.242.72.50:34410 > 192.168.1.100:30080 [S]" (+ outer header when tunnelled)."""
     def ep(ip: object, port: object) -> str:
         return f"{ip}:{port}" if port is not None else str(ip)
@@ -33,7 +35,7 @@ def tuple_text(hop: dict) -> str:
     return out
 
 
-def change_text(ch: dict) -> str:
+def change_text(ch: Mapping) -> str:
     """"DNAT dst 10.96.0.10:80 -> 10.244.1.5:80: DNAT by KUBE-SEP-... (default/web:http)"."""
     if ch.get("field") == "outer":
         base = f"{ch.get('kind')}"
@@ -48,6 +50,18 @@ def _esc(text: str) -> str:
     return text.replace(";", ",").replace("#", "").replace("\n", " ")
 
 
+def dying_index(flow: Mapping) -> int | None:
+    """The hop the packet died at: the last sighting, in the verdict's direction, at the capture point
+    the verdict names (verdict.point), else the last sighting in that direction; None without a verdict."""
+    verdict = flow.get("verdict") or {}
+    if not verdict:
+        return None
+    hops = list(flow.get("hops") or [])
+    going = [i for i, h in enumerate(hops) if h.get("direction") == verdict.get("direction", "request")]
+    return next((i for i in reversed(going) if hop_point(hops[i]) == verdict.get("point")),
+                going[-1] if going else None)
+
+
 def sequence_diagram(flow: dict) -> str:
     """The Mermaid `sequenceDiagram` source of one flow of hops.json."""
     hops = flow.get("hops") or []
@@ -60,10 +74,7 @@ def sequence_diagram(flow: dict) -> str:
             seen.append(p)
             lines.append(f"    participant {participant_id(p)} as {p}")
     verdict = flow.get("verdict") or {}
-    going = [i for i, h in enumerate(hops) if h.get("direction") == verdict.get("direction", "request")]
-    # the cross is drawn where the packet died (verdict.point), else at its last sighting
-    dying = next((i for i in reversed(going) if hop_point(hops[i]) == verdict.get("point")),
-                 going[-1] if going else None) if verdict else None
+    dying = dying_index(flow)
     prev = None
     for i, h in enumerate(hops):
         cur = participant_id(hop_point(h))
