@@ -272,8 +272,10 @@ class DropSession:
                 self.text = tracefs_drops(raw, self.by_time)
             else:
                 self.text = "".join(ln + "\n" for ln in raw.splitlines() if self._keep(ln))
-            # from bpftrace only the lab's namespaces stay on disk; the tracefs reader cannot tell namespaces apart
-            self.path.write_text(self.text)
+            # from bpftrace only the lab's namespaces stay on disk; the tracefs reader cannot tell namespaces apart.
+            # A deploy that failed has removed the lab's scratch folder already: nothing to keep there.
+            if self.path.parent.is_dir():
+                self.path.write_text(self.text)
         return self.text
 
     def _keep(self, line: str) -> bool:

@@ -15,6 +15,7 @@ from kpemu.inputs.scenario import load_scenario
 from kpemu.kernel import lab
 from kpemu.kernel import netns as nsmod
 from kpemu.runtimes.host import deploy_lab
+from kpemu.statedir import state_path
 from tests.helpers import ROOT, SCENARIOS, needs_root
 
 pytestmark = [needs_root, pytest.mark.root]
@@ -70,3 +71,17 @@ def test_lab_already_deployed(earlier_run: Path, capsys: pytest.CaptureFixture[s
         assert set(nsmod.list_netns("kp-nodeport-iptables-")) == set(state.namespaces)
     finally:
         lab.destroy(topo.name)
+
+
+@pytest.mark.skipif(Path("/sys/module/ipip").exists(), reason="this kernel has ipip: calico deploys here")
+def test_a_deploy_the_kernel_refuses_exits_3_with_the_reason(tmp_path: Path) -> None:
+    """A traced run whose deploy fails (calico needs ipip): the drop tracer stops cleanly after the
+    deploy removed the lab's scratch folder, the reason and the fix are printed, no traceback, nothing left."""
+    res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", str(SCENARIOS / "nodeport-ipvs-remote.yaml"),
+                          "--runtime", "host", "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 3, res.stderr
+    assert "kpemu: this kernel has no IPIP tunnel (module ipip), which cni: calico-ipip needs\n" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not nsmod.list_netns("kp-nodeport-ipvs-remote-")
+    assert not state_path("nodeport-ipvs-remote").exists()
