@@ -6,8 +6,8 @@ Each target is a real dump or a real set of Kubernetes objects and the command l
 or a few times (truncated, duplicated and swapped lines, a line repeated a thousand times, flipped
 digits, a changed character, garbage and non-UTF-8 bytes, huge and non-finite numbers, anonymised
 addresses, jump loops, very long lines; for objects also a field of the wrong shape). The contract
-every case must keep: the CLI answers 0, 1 or 2, never a traceback, and a refusal (2) names the
-file it refuses.
+every case must keep: the CLI answers 0, 1 or 2 within CPU_BOUND CPU-seconds, never a traceback,
+and a refusal (2) names the file it refuses.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import io
 import os
 import random
 import re
+import signal
 import sys
 import time
 import traceback
@@ -227,9 +228,20 @@ def _arguments(target: Target, folder: Path) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
+CPU_BOUND = 20.0  # CPU-seconds one case may take (a hang); CPU time, so a busy machine does not trip it
+
+
+class Hang(BaseException):
+    """A case ran past CPU_BOUND."""
+
+
+def _hang(signum: int, frame: object) -> None:
+    raise Hang(f"hang: more than {CPU_BOUND:g} CPU-seconds on one input")
+
+
 def run_case(target: Target, mutation: str, data: bytes, folder: Path) -> CaseResult:
     """Run the target's command on `data` in-process, with kpemu.cli.main's error handling; a
-    traceback is caught and kept, not raised."""
+    traceback is caught and kept, not raised; a case past CPU_BOUND is stopped and kept as a hang."""
     case_path(target, folder).write_bytes(data)
     args = _arguments(target, folder)
     out, err = io.StringIO(), io.StringIO()
@@ -238,6 +250,8 @@ def run_case(target: Target, mutation: str, data: bytes, folder: Path) -> CaseRe
     started = time.perf_counter()
     code: int | None = None
     trace = None
+    previous = signal.signal(signal.SIGVTALRM, _hang)
+    signal.setitimer(signal.ITIMER_VIRTUAL, CPU_BOUND)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -245,15 +259,21 @@ def run_case(target: Target, mutation: str, data: bytes, folder: Path) -> CaseRe
             except KpemuError as e:  # what kpemu.cli.main prints and exits with
                 print(f"kpemu: {e}" if not isinstance(e, InputError) else str(e), file=sys.stderr)
                 code = e.exit_code
+    except Hang as e:
+        trace = str(e)
     except BaseException as e:
         trace = "".join(traceback.format_exception(e))
     finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, previous)
         os.chdir(cwd)
     return CaseResult(target.name, mutation, code, err.getvalue(), trace, time.perf_counter() - started)
 
 
 def violation(r: CaseResult, path: str) -> str | None:
     """What breaks the readers' contract in a result (None when it is kept)."""
+    if r.traceback is not None and r.traceback.startswith("hang: "):
+        return r.traceback
     if r.traceback is not None:
         return f"traceback: {r.traceback.strip().splitlines()[-1]}"
     if r.code not in (0, 1, 2):
