@@ -15,6 +15,10 @@ from dataclasses import asdict, dataclass
 
 PROTOS = {1: "icmp", 6: "tcp", 17: "udp"}
 
+# Drop reasons the kernel gives after a packet's last netfilter hook (local delivery found no socket, after
+# INPUT): the packet's whole netfilter path ran, so the model's path can still be checked against the trace.
+PAST_NETFILTER = frozenset({"NO_SOCKET"})
+
 # What each drop reason means for a Service packet (the kernel's names; see include/net/dropreason-core.h).
 MEANING = {
     "NETFILTER_DROP": "a netfilter rule or conntrack returned DROP",

@@ -26,7 +26,7 @@ from kpemu.analyse.attribution.xtables import (
     kube_chain_path,
 )
 from kpemu.analyse.explain.types import FlowExplanation
-from kpemu.analyse.explain.verdicts import balances_with_ipvs, flow_verdicts
+from kpemu.analyse.explain.verdicts import balances_with_ipvs, cut_short_on, flow_verdicts
 from kpemu.analyse.explain.xtables_trace import xtables_conn_trace
 from kpemu.analyse.hooks import CLAIMS, check_hook_claim, hook_walk, hooks_only, walk_text
 from kpemu.analyse.ledger import ConnLedger, FlowLedger
@@ -201,8 +201,7 @@ def explain_iptables_flow(topo: Topology, flow: ResolvedFlow, fl: FlowLedger, da
                 continue
             why = (f"a fault changed the rules on {whole.node}" if whole.node in altered else
                    f"connection {cl.index} died on {whole.node} outside netfilter ({died.reason or died.action}), "
-                   "where the model's path goes on" if died and died.at == whole.node and died.evidence !=
-                   "netfilter trace" else None)
+                   "where the model's path goes on" if cut_short_on(died, whole.node) else None)
             if why is not None:
                 if why not in ex.unchecked:
                     ex.unchecked.append(why)

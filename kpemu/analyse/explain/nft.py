@@ -20,7 +20,7 @@ from kpemu.analyse.attribution.nft import DNAT_MAP, KUBE_PROXY, NftHop, attribut
 from kpemu.analyse.attribution.phrases import conntrack_phrase, outer_phrase
 from kpemu.analyse.explain.nft_trace import nft_conn_trace
 from kpemu.analyse.explain.types import FlowExplanation
-from kpemu.analyse.explain.verdicts import balances_with_ipvs, flow_verdicts
+from kpemu.analyse.explain.verdicts import balances_with_ipvs, cut_short_on, flow_verdicts
 from kpemu.analyse.ledger import FlowLedger, conn_tuples
 from kpemu.analyse.oracle import predict_for_topology
 from kpemu.analyse.oracle.compare import compare_paths
@@ -131,8 +131,7 @@ def _not_checked(node: str, pkt: Packet, altered: frozenset[str], fl: FlowLedger
         return f"a fault changed the rules on {node}"
     for cl in fl.connections:
         died = ex.verdicts.get(cl.index)
-        if died and died.at == node and died.evidence != "netfilter trace" \
-                and (pkt.proto, pkt.src, pkt.sport, pkt.dst, pkt.dport) in tuples[cl.index]:
+        if cut_short_on(died, node) and (pkt.proto, pkt.src, pkt.sport, pkt.dst, pkt.dport) in tuples[cl.index]:
             return (f"connection {cl.index} died on {node} outside netfilter ({died.reason or died.action}), "
                     "where the model's path goes on")
     return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kpemu.analyse.drops import parse_drops, time_note
+from kpemu.analyse.drops import PAST_NETFILTER, parse_drops, time_note
 from kpemu.analyse.explain.types import FlowExplanation
 from kpemu.analyse.ledger import FlowLedger
 from kpemu.analyse.verdict import NO_TRACE, ConnTrace, Verdict, connection_verdict
@@ -31,6 +31,13 @@ def _unproxied(topo: Topology, fl: FlowLedger, v: Verdict) -> Verdict:
         v.why = f"{why}; {v.why}" if v.why else why
         v.text += f"; {why}"
     return v
+
+
+def cut_short_on(died: Verdict | None, node: str) -> bool:
+    """Whether a connection's death on `node` came outside netfilter before its netfilter path ended there
+    (so the model's path, which goes on, cannot be checked against the trace)."""
+    return bool(died and died.at == node and died.evidence != "netfilter trace"
+                and died.reason not in PAST_NETFILTER)
 
 
 def balances_with_ipvs(proxy: ProxyState) -> bool:
