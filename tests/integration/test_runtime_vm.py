@@ -31,6 +31,7 @@ def guest_kernel() -> GuestKernel:
     return k
 
 
+@pytest.mark.long  # ~12 s: `make test` stays under 10 minutes; .ci/run runs test-long too
 def test_vm_exec_boots_runs_and_propagates_exit_code(tmp_path: Path, guest_kernel: GuestKernel) -> None:
     out = tmp_path / "out"
     r = kpemu("vm", "exec", "--out", str(out), "--", "sh", "-c",
@@ -72,6 +73,7 @@ def test_boot_timeout_is_exit_3_with_console_tail(tmp_path: Path, guest_kernel: 
                                             check=False).stdout.split()], "qemu left running after the timeout"
 
 
+@pytest.mark.long  # ~12 s: `make test` stays under 10 minutes; .ci/run runs test-long too
 def test_a_guest_dies_with_the_kpemu_that_started_it(tmp_path: Path, guest_kernel: GuestKernel) -> None:
     """SIGKILL the kpemu process of a cold guest: its QEMU goes too, and the guest lock is free again."""
     import signal

@@ -21,7 +21,7 @@ TOPO = "tests/data/nft-dump/cluster.yaml"
 OBJECTS = "tests/data/nft-dump/objects.yaml"  # the same cluster as kubectl prints it
 DUMP = ["--nft", "tests/data/nft-dump/node1.nft"]
 HEAD = ("node node1: kube-proxy 1.35 nftables mode; compared tests/data/nft-dump/node1.nft (nft list ruleset; "
-        "not kube-proxy's, ignored: table inet filter, table ip flannel-ipv4)\n")
+        "beside it: table inet filter, table ip flannel-ipv4)\n")
 
 STALE = """\
 drift in 1 group:
@@ -48,7 +48,7 @@ Service shop/api: the Service no longer exists, its rules remain
 
 NODEPORT = """\
 packet tcp 10.242.72.50:40000 -> 192.168.1.100:30080 at node node1 from outside
-rules: table ip kube-proxy of tests/data/nft-dump/node1.nft (nft list ruleset; not kube-proxy's, ignored: table inet filter, table ip flannel-ipv4); node addresses 127.0.0.1, 192.168.1.100
+rules: table ip kube-proxy of tests/data/nft-dump/node1.nft (nft list ruleset; beside it: table inet filter, table ip flannel-ipv4); node addresses 127.0.0.1, 192.168.1.100
 2 outcomes:
   p=0.5  DNAT to 10.244.0.2:8080 by endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080  verdict ACCEPT
   p=0.5  DNAT to 10.244.1.5:8080 by endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080  verdict ACCEPT
@@ -64,9 +64,13 @@ outcome 1: probability 0.5
     external-KHN6ECMT-shop/web/tcp/http: goto service-KHN6ECMT-shop/web/tcp/http  => goto service-KHN6ECMT-shop/web/tcp/http
     service-KHN6ECMT-shop/web/tcp/http: numgen random mod 2 vmap { 0 : goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080, 1 : goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080 }  => goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080   [numgen arm 0 of 2, probability 1/2]
     endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080: meta l4proto tcp dnat to 10.244.0.2:8080  => accept
+  forward: ip flannel-ipv4 forward (type filter, priority filter)
+    forward: ip daddr 10.244.0.0/16 accept  => accept
   forward: filter-forward (type filter, priority filter)
     filter-forward: ct state new jump service-endpoints-check  => jump service-endpoints-check
     filter-forward: ct state new jump cluster-ips-check  => jump cluster-ips-check
+  postrouting: ip flannel-ipv4 postrtg (type nat, priority srcnat)
+    postrtg: meta mark 0x00004000 return  => return
   postrouting: nat-postrouting (type nat, priority srcnat)
     nat-postrouting: jump masquerading  => jump masquerading
     masquerading: meta mark set meta mark ^ 0x00004000  => continue   [mark 0x0]
@@ -85,9 +89,13 @@ outcome 2: probability 0.5
     external-KHN6ECMT-shop/web/tcp/http: goto service-KHN6ECMT-shop/web/tcp/http  => goto service-KHN6ECMT-shop/web/tcp/http
     service-KHN6ECMT-shop/web/tcp/http: numgen random mod 2 vmap { 0 : goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080, 1 : goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080 }  => goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080   [numgen arm 1 of 2, probability 1/2]
     endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080: meta l4proto tcp dnat to 10.244.1.5:8080  => accept
+  forward: ip flannel-ipv4 forward (type filter, priority filter)
+    forward: ip daddr 10.244.0.0/16 accept  => accept
   forward: filter-forward (type filter, priority filter)
     filter-forward: ct state new jump service-endpoints-check  => jump service-endpoints-check
     filter-forward: ct state new jump cluster-ips-check  => jump cluster-ips-check
+  postrouting: ip flannel-ipv4 postrtg (type nat, priority srcnat)
+    postrtg: meta mark 0x00004000 return  => return
   postrouting: nat-postrouting (type nat, priority srcnat)
     nat-postrouting: jump masquerading  => jump masquerading
     masquerading: meta mark set meta mark ^ 0x00004000  => continue   [mark 0x0]
@@ -114,11 +122,14 @@ def test_dump_reads_into_the_generated_table() -> None:
     for name in ("node1.nft", "node1-handles.nft"):
         dump = parse_nft((DATA / name).read_text(), name)
         assert dump.table is not None and listing(dump.table) == want
-        assert dump.others == ["inet filter", "ip flannel-ipv4"]
-        assert set(dump.policies.values()) == {"accept"}
+        assert [t.name for t in dump.beside] == ["inet filter", "ip flannel-ipv4"] and dump.before == 2
+        assert not dump.others and set(dump.policies.values()) == {"accept"}
+        assert [(t.policies, t.passed, t.unread) for t in dump.beside] == [
+            ({"input": "accept", "forward": "accept", "output": "accept"}, (), ""), ({"forward": "accept",
+                                                                                     "postrtg": "accept"}, (), "")]
     table_only = parse_nft(want + 'table ip6 kube-proxy {\n\tcomment "rules for kube-proxy"\n}\n', "node1.list")
     assert table_only.table is not None and listing(table_only.table) == want
-    assert table_only.describe() == ("node1.list (nft list ruleset; not kube-proxy's, ignored: table ip6 kube-proxy "
+    assert table_only.describe() == ("node1.list (nft list ruleset; not on an IPv4 packet's path: table ip6 kube-proxy "
                                      "(IPv6; kpemu models IPv4))")
 
 
@@ -173,7 +184,10 @@ def test_trace_of_the_generated_table_walks_the_same_path() -> None:
     args = ["--node", "node1", "--src", "10.242.72.50", "--dst", "192.168.1.100:30080"]
     dumped, generated = cli("trace", TOPO, *DUMP, *args).stdout, cli("trace", TOPO, *args).stdout
     assert "rules: table ip kube-proxy generated by kpemu for kube-proxy 1.35 nftables mode;" in generated
-    assert dumped.split("\n")[2:] == generated.split("\n")[2:]
+    # the dump's other tables (flannel's forward and postrtg chains) add their steps, and change nothing else
+    mine = [line for line in dumped.split("\n")[2:] if "flannel" not in line and "postrtg:" not in line and
+            not line.startswith("    forward: ip daddr 10.244.0.0/16 accept")]
+    assert mine == generated.split("\n")[2:]
 
 
 INLINE_MARK = """\

@@ -22,27 +22,49 @@ def test_json_gives_the_text_model_but_the_comments_json_does_not_print() -> Non
     text = parse_nft((DUMP / "beside-docker.nft").read_text(), "t")
     got = parse_nft((DUMP / "beside-docker.json").read_text(), "j")
     assert got.form == "nft -j list ruleset"
-    assert got.others == text.others == ["inet filter", "ip flannel-ipv4", "ip filter", "ip nat"]
+    assert [t.name for t in got.beside] == [t.name for t in text.beside] == [
+        "inet filter", "ip flannel-ipv4", "ip filter", "ip nat"]
+    assert got.before == text.before == 2 and got.others == text.others == []
+    # JSON keeps the other tables' base chains (hook, priority, policy), not their rules: each is undecided in a walk
+    assert [t.policies for t in got.beside] == [t.policies for t in text.beside]
+    assert not any(t.unread for t in text.beside) and all(t.unread for t in got.beside)
+    assert [c.hook for t in got.beside for c in t.table.chains.values()] == [
+        c.hook for t in text.beside for c in t.table.chains.values() if c.hook]
     assert got.policies == text.policies
     assert text.table is not None and got.table is not None
     bare = {n: replace(c, comment=None) for n, c in text.table.chains.items()}
     assert replace(text.table, comment=None, chains=bare) == got.table
-    assert got.describe() == ("j (nft -j list ruleset; not kube-proxy's, ignored: table inet filter, table ip "
-                              "flannel-ipv4, table ip filter, table ip nat)")
+    assert got.describe() == ("j (nft -j list ruleset; beside it: table inet filter (rules not read), table ip "
+                              "flannel-ipv4 (rules not read), table ip filter (rules not read), table ip nat "
+                              "(rules not read))")
 
 
-def _trace(dump: str) -> list[str]:
+def _trace(dump: str) -> dict:
     res = subprocess.run([sys.executable, "-m", "kpemu.cli", "trace", "--nft", str(DUMP / dump), "--node", "node1",
-                          "--node-ip", "192.168.1.100", "--src", "10.242.72.50", "--dst", "192.168.1.100:30080"],
+                          "--node-ip", "192.168.1.100", "--src", "10.242.72.50", "--dst", "192.168.1.100:30080",
+                          "--iif", "eth0", "--oif", "flannel.1", "-o", "json"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert res.returncode == 0, res.stderr
-    return res.stdout.splitlines()
+    return json.loads(res.stdout)
 
 
-def test_trace_of_json_and_text_agree() -> None:
+def _kube_proxy_steps(outcome: dict) -> list[dict]:
+    return [s for s in outcome["path"] if " " not in s["baseChain"]]  # another table's base chain: `family name chain`
+
+
+def test_trace_of_json_and_text_walk_kube_proxys_table_alike() -> None:
+    """Where the JSON walk's other tables (rules not read) let the packet on, kube-proxy's steps are the text
+    walk's, which docker's FORWARD policy drop ends at the forward hook; past it, kube-proxy's postrouting."""
     text, got = _trace("beside-docker.nft"), _trace("beside-docker.json")
-    assert got[2:] == text[2:]
-    assert "nft -j list ruleset" in got[1]
+    assert "nft -j list ruleset" in got["rules"] and "nft -j list ruleset" not in text["rules"]
+    assert [o["verdict"] for o in text["outcomes"]] == ["DROP", "DROP"]
+    kube = {o["dnat"]: _kube_proxy_steps(o) for o in text["outcomes"]}
+    passed = [o for o in got["outcomes"] if all(a["holds"] for a in o["assumed"])]
+    assert len(passed) == 2 and {o["verdict"] for o in passed} == {"ACCEPT"}
+    for o in passed:
+        steps = _kube_proxy_steps(o)
+        assert steps[:len(kube[o["dnat"]])] == kube[o["dnat"]]
+        assert [s["chain"] for s in steps[len(kube[o["dnat"]]):]] == ["nat-postrouting", "masquerading", "masquerading"]
 
 
 def _error(doc: object) -> str:

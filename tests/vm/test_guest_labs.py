@@ -56,6 +56,7 @@ def test_tunl0_and_proxy_arp(lab: str) -> None:
     assert "ee:ee:ee:ee:ee:ee" in neigh, neigh
 
 
+@pytest.mark.long  # ~48 s: `make test` stays under 10 minutes; .ci/run runs test-long too
 def test_inspect_and_a_second_deploy_refused(lab: str, tmp_path: Path) -> None:
     res = kpemu("inspect", lab, "--json")
     assert res.returncode == 0, res.stderr

@@ -15,13 +15,22 @@ prints for it (`continue`, `jump X`, `goto X`, `return`, `accept`, `drop`), so t
 and the model can be compared rule by rule.
 Rules are read as kube-proxy writes them or as `nft list` prints them (a node's real dump,
 kpemu.dumps.nft.read), so both are walked alike.
+
+A real node's other IPv4 tables (`NftTable`: a distribution's `inet filter`, docker's iptables-nft
+`ip filter` with its FORWARD policy drop) run at the same hooks: their base chains are walked with
+kube-proxy's by priority (ties in the dump's order, the order nft lists and the kernel registered
+them), a base chain's policy applies where the walk falls through it, a `type nat` chain is passed
+over once the connection has that NAT (the kernel's nf_nat_inet_fn stops at the first), and what
+the walker does not model in them (`limit`, `tcp flags`, `queue`, ...) makes the path undecided,
+both ways shown.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from kpemu.analyse.oracle.types import (
     MAX_OUTCOMES,
@@ -43,8 +52,27 @@ TABLE = "kube-proxy"
 # what may follow a rule's matches: a statement or verdict the walker acts on
 _ACTION = re.compile(r"(accept|drop|reject|return|continue|jump |goto |numgen |mark set |meta mark set |"
                      r"meta l4proto \S+ dnat |dnat |masquerade|update @|ip daddr \. meta l4proto \. th dport vmap |"
-                     r"meta l4proto \. th dport vmap )")
+                     r"meta l4proto \. th dport vmap |log(?:\s|$)|snat |redirect|queue|tproxy |synproxy|notrack|"
+                     r"flow (?:add|offload) |meta nftrace set |ct (?:mark|zone|helper|event|expectation|timeout|label) "
+                     r"set |dup |fwd |add @)")
+# statements that change nothing the walk looks at: the rule goes on to what follows them
+_PASSING = re.compile(r'(?:log(?: (?:prefix "(?:[^"\\]|\\.)*"|level \S+|flags \S+|group \d+|snaplen \d+|'
+                      r'queue-threshold \d+))*|counter(?: packets \d+ bytes \d+)?|counter name "[^"]*"|'
+                      r"meta nftrace set \S+|ct (?:mark|zone|helper|event|expectation|timeout|label) set \S+|"
+                      r"flow (?:add|offload) @\S+|dup to \S+(?: device \S+)?|(notrack))(?:\s+|$)")
+# statements whose outcome the walk is not given: the path is undecided, accepted one way and dropped the other
+_UNDECIDED = {"redirect": "a redirect DNATs to the node's own address on a port the walk does not follow",
+              "queue": "a userspace program decides the verdict", "tproxy": "it depends on a local socket for the "
+              "packet", "synproxy": "SYNPROXY answers the SYN itself", "fwd": "the packet is sent out of a device"}
 _VERDICT_TAIL = re.compile(r"(?:^|\s)((?:accept|drop|return|continue|reject(?: with .*)?|(?:jump|goto) \S+))$")
+
+
+def _addr_in(addr: str, spec: str) -> bool:
+    """Whether `addr` is in an nft address value: an address, a CIDR or an `A-B` range."""
+    lo, dash, hi = spec.strip().partition("-")
+    if dash:
+        return ipaddress.IPv4Address(lo) <= ipaddress.IPv4Address(addr) <= ipaddress.IPv4Address(hi)
+    return in_network(addr, spec)
 
 
 def _trailing_verdict(rest: str) -> str:
@@ -59,22 +87,41 @@ _HOOK_ORDER = {"remote-local": ("prerouting", "input"), "remote-forward": ("prer
 @dataclass(frozen=True)
 class NftRule:
     """A matched nft rule as an oracle step: chain, text as kube-proxy wrote it, comment, and the
-    verdict it gave (`target`, as `nft monitor trace` prints it)."""
+    verdict it gave (`target`, as `nft monitor trace` prints it); `table` its `family name`."""
 
     chain: str
     text: str
     comment: str | None
     target: str
+    table: str = f"ip {TABLE}"
 
     def restore_line(self) -> str:
-        """The rule as kube-proxy's transaction line (what reports quote)."""
+        """The rule as a transaction line (what reports quote)."""
         tail = f' comment "{self.comment}"' if self.comment else ""
-        return f"add rule ip {TABLE} {self.chain} {self.text}{tail}"
+        return f"add rule {self.table} {self.chain} {self.text}{tail}"
+
+
+@dataclass(frozen=True)
+class NftTable:
+    """Another IPv4 table of a node (`family name`), walked beside kube-proxy's: its objects, its base
+    chains' policies, why its rules were not read ("" when they were; then each of its base chains is
+    undecided, both ways), and the objects the reader passed over (flowtables, quotas, ...)."""
+
+    name: str
+    table: Table
+    policies: Mapping[str, str] = field(default_factory=dict)
+    unread: str = ""
+    passed: tuple[str, ...] = ()
 
 
 class _Walker:
-    def __init__(self, table: Table, local: set[str], masq_bit: int | None):
-        self.t, self.local, self.masq_bit = table, local, masq_bit
+    """The walk through one table (jumps stay in their table); `name` its `family name`."""
+
+    def __init__(self, table: Table, local: set[str], masq_bit: int | None, name: str = f"ip {TABLE}",
+                 policies: Mapping[str, str] | None = None, unread: str = ""):
+        self.t, self.local, self.masq_bit, self.name, self.unread = table, local, masq_bit, name, unread
+        self.step_table = TABLE if name == f"ip {TABLE}" else name  # Step.table: kube-proxy's steps say "kube-proxy"
+        self.policies = policies or {}
 
     # -- matches ---------------------------------------------------------------------------------
     def _lookup(self, name: str, key: tuple[str, ...]) -> str | None:
@@ -85,7 +132,7 @@ class _Walker:
 
     def _in_set(self, name: str, addr: str) -> bool:
         s = self.t.sets.get(name)
-        return s is not None and any(in_network(addr, e.key[0]) for e in s.elements)
+        return s is not None and any(_addr_in(addr, e.key[0]) for e in s.elements)
 
     def _addr(self, st: WalkState, which: str) -> str:
         return st.src if which == "s" else st.dst
@@ -140,14 +187,14 @@ class _Walker:
                 continue
             m = re.match(r"ip ([sd])addr (!= )?\{ ([^}]*) \}\s*", rest)
             if m:
-                hit = any(in_network(self._addr(st, m[1]), c) for c in m[3].split(","))
+                hit = any(_addr_in(self._addr(st, m[1]), c) for c in m[3].split(","))
                 if hit == bool(m[2]):
                     return False, ""
                 rest = rest[m.end():]
                 continue
-            m = re.match(r"ip ([sd])addr (!= )?([0-9./]+)\s*", rest)
+            m = re.match(r"ip ([sd])addr (!= )?([0-9./-]+)\s*", rest)
             if m:
-                if in_network(self._addr(st, m[1]), m[3]) == bool(m[2]):
+                if _addr_in(self._addr(st, m[1]), m[3]) == bool(m[2]):
                     return False, ""
                 rest = rest[m.end():]
                 continue
@@ -157,15 +204,46 @@ class _Walker:
                     return False, ""
                 rest = rest[m.end():]
                 continue
-            m = re.match(r"(tcp|udp|sctp) dport (\d+)\s*", rest)
-            if m:
-                if (m[1], int(m[2])) != (st.pkt.proto, st.dport):
+            m = re.match(r"(tcp|udp|sctp|udplite|th) (dport|sport) (!= )?(\{ [^}]* \}|@\S+|[\w-]+)\s*", rest)
+            if m and not re.match(r"(?:vmap|map|\.)", rest[m.end():]):
+                if m[1] != "th" and m[1] != st.pkt.proto:  # nft adds the protocol's dependency, negated or not
+                    return False, ""
+                fact = f"{m[1]} {m[2]} {m[4]}"
+                got = self._port_in(m[4], st.dport if m[2] == "dport" else st.pkt.sport, fact)
+                if isinstance(got, Unknown):
+                    known = st.fact(fact)
+                    if known is None:
+                        return got, ""
+                    got = known
+                if got == bool(m[3]):
                     return False, ""
                 rest = rest[m.end():]
                 continue
+            m = re.match(r"(?:ip6|icmpv6|meta nfproto ipv6|ip6 nexthdr)(?:\s|$)", rest)
+            if m:  # nft's implicit `meta nfproto ipv6`: never an IPv4 packet, negated or not
+                return False, ""
+            m = re.match(r"meta nfproto ipv4\s*", rest)
+            if m:
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"icmp(?:\s|$)", rest)
+            if m and st.pkt.proto != "icmp":
+                return False, ""
+            m = re.match(r"ct state vmap \{ ([^}]*) \}$", rest)
+            if m:  # the first packet's state is new: its arm, or none (the rule goes on)
+                arms = dict(a.split(" : ", 1) for a in re.split(r"\s*,\s*", m[1].strip()) if " : " in a)
+                v = next((arms[k].strip() for k in arms if k.strip() in self._ct_states(st)), None)
+                return (v is not None, v or "")
             m = re.match(r"(?:mark and|meta mark &) (0x[0-9a-f]+) (==|!=) (?:0x)?0+\s*", rest)  # written | listed
             if m:
                 if bool(st.mark & int(m[1], 16)) != (m[2] == "!="):
+                    return False, ""
+                rest = rest[m.end():]
+                continue
+            m = re.match(r"(?:meta )?mark (?:(?:and|&) (0x[0-9a-f]+) )?(!= |== )?(0x[0-9a-f]+|\d+)\s*", rest)
+            if m and not re.match(r"(?:set|vmap|map)\b", rest[m.end():]):  # another table's mark test
+                mask = int(m[1], 16) if m[1] else 0xFFFFFFFF
+                if ((st.mark & mask) == int(m[3], 0)) == (m[2] == "!= "):
                     return False, ""
                 rest = rest[m.end():]
                 continue
@@ -173,7 +251,7 @@ class _Walker:
             if m and m.end():
                 rest = rest[m.end():]
                 continue
-            m = re.match(r"(iifname|oifname) (!= )?(\{ [^}]* \}|\S+)\s*", rest)
+            m = re.match(r"(iifname|oifname|iif|oif) (!= )?(\{ [^}]* \}|\S+)\s*", rest)
             if m:
                 got = self._ifname(m[1], bool(m[2]), m[3], st)
                 if got is not True:
@@ -196,8 +274,30 @@ class _Walker:
                 continue
             if _ACTION.match(rest):
                 return True, rest
-            return self._unknown(rest), _trailing_verdict(rest)
+            u = self._unknown(rest)
+            known = st.fact(u.fact)
+            if known is None:
+                return u, ""
+            return (True, _trailing_verdict(rest)) if known else (False, "")
         return True, ""
+
+    def _port_in(self, value: str, port: int, expr: str) -> bool | Unknown:
+        """Whether `port` is in a port match's value (`N`, `N-M`, `{ N, N-M }`, `@set`); Unknown for a
+        service name (what `nft -S` prints) or a set the table lacks."""
+        if value.startswith("@"):
+            named = self.t.sets.get(value[1:])
+            if named is None:
+                return Unknown(expr, f"the table has no set {value[1:]}")
+            items = [e.key[0] for e in named.elements]
+        else:
+            items = [w for w in re.split(r"[\s,{}]+", value) if w]
+        for item in items:
+            lo, _, hi = item.partition("-")
+            if not (lo.isdigit() and (hi.isdigit() or not hi)):
+                return Unknown(expr, f"{item!r} is not a port number (give nft list ruleset without -S)")
+            if int(lo) <= port <= int(hi or lo):
+                return True
+        return False
 
     def _ct_states(self, st: WalkState) -> set[str]:
         """The first packet's conntrack states, as nft names them."""
@@ -205,19 +305,25 @@ class _Walker:
 
     def _ifname(self, which: str, negated: bool, value: str, st: WalkState) -> bool | Unknown:
         """`iifname`/`oifname` against the interface given (True: matches, False: not), else Unknown."""
-        names = [w.strip('"') for w in re.split(r"[\s,{}]+", value) if w]
-        if which == "iifname":
-            have = "" if st.pkt.origin == "local" else st.pkt.iif
+        if value.startswith("@"):
+            named = self.t.sets.get(value[1:])
+            names = [e.key[0].strip('"') for e in named.elements] if named else []
         else:
+            names = [w.strip('"') for w in re.split(r"[\s,{}]+", value) if w]
+        if which in ("iifname", "iif"):
+            have = "" if st.pkt.origin == "local" else st.pkt.iif
+            which = "iifname"
+        else:
+            which = "oifname"
             have = "" if st.hook in ("prerouting", "input") else st.pkt.oif
-        fact = f"{which} {'!= ' if negated else ''}{value}"
+        fact = f"{which} {value}"  # the fact is the interface's, negated or not (one fact for both rules)
         if have is None:
             known = st.fact(fact)
             if known is None:
                 why = ("kpemu was not told the interface the packet arrives on (give --iif IFACE)" if which == "iifname"
                        else "kpemu was not told the interface the packet leaves by (give --oif IFACE)")
                 return Unknown(fact, why)
-            return known
+            return known != negated
         hit = any(have.startswith(n[:-1]) if n.endswith("*") else have == n for n in names)
         return hit != negated
 
@@ -250,21 +356,14 @@ class _Walker:
                 out.append((prob, st, "return"))
                 continue
             rule = c.rules[i]
-            if isinstance(got[0], Unknown):  # both ways, each remembered for the rest of this path
+            if isinstance(got[0], Unknown):  # both ways, the rule walked again on each with the fact known
                 u = got[0]
-                line = f'add rule ip {TABLE} {c.name} {rule.text}'
-                yes, no = (replace(st, assumed=(*st.assumed, Assumption(u.fact, h, line, "", u.why)))
-                           for h in (True, False))
-                known = st.fact(u.fact)
-                if known is None:
-                    tasks += [(i + 1, no, prob)]
-                    if len(out) + len(tasks) > MAX_OUTCOMES:
-                        raise WalkLimit(f"chain {c.name}: the packet has more than {MAX_OUTCOMES:,} paths")
-                    st = yes
-                elif not known:
-                    tasks.append((i + 1, st, prob))
-                    continue
-                got = (True, got[1])
+                line = f'add rule {self.name} {c.name} {rule.text}'
+                tasks += [(i, replace(st, assumed=(*st.assumed, Assumption(u.fact, h, line, "", u.why))), prob)
+                          for h in (False, True)]
+                if len(out) + len(tasks) > MAX_OUTCOMES:
+                    raise WalkLimit(f"chain {c.name}: the packet has more than {MAX_OUTCOMES:,} paths")
+                continue
             results = self._action(c, rule.text, rule.comment, got[1], st, prob, depth)
             if len(out) + len(tasks) + len(results) > MAX_OUTCOMES:
                 raise WalkLimit(f"chain {c.name}: the packet has more than {MAX_OUTCOMES:,} paths; kpemu's oracle "
@@ -273,14 +372,19 @@ class _Walker:
         return out
 
     def _step(self, st: WalkState, chain: str, text: str, comment: str | None, verdict: str) -> tuple[Step, ...]:
-        return (*st.steps, Step(TABLE, chain, NftRule(chain, text, comment, verdict), verdict))  # type: ignore[arg-type]
+        rule = NftRule(chain, text, comment, verdict, self.name)
+        return (*st.steps, Step(self.step_table, chain, rule, verdict))  # type: ignore[arg-type]
 
     def _action(self, c: Chain, text: str, comment: str | None, action: str, st: WalkState, prob: float,
                 depth: int) -> list[tuple[float, WalkState, str]]:
-        step = lambda v, s=st: self._step(s, c.name, text, comment, v)  # noqa: E731
-        m = re.match(r'counter name "[^"]*"\s*', action)
-        if m:  # 1.37+ localhost NodePort rejects: a named counter counts, the rule goes on
+        # 1.37+ localhost NodePort rejects: a named counter counts, the rule goes on (as a log, a trace flag ...)
+        while action and (m := _PASSING.match(action)):
+            if m[1]:  # notrack: no conntrack entry, so no NAT chain sees the packet
+                st = replace(st, untracked=True)
             action = action[m.end():]
+        step = lambda v, s=st: self._step(s, c.name, text, comment, v)  # noqa: E731
+        if not action:
+            return [(prob, replace(st, steps=step("continue")), "continue")]
         m = re.match(r"numgen random mod (\d+) vmap \{ (.*) \}$", action)
         if m:
             arms = [a.split(" : ", 1)[1].strip() for a in re.split(r"\s*,\s*", m[2])]
@@ -307,17 +411,39 @@ class _Walker:
                             dport=int(port))
                 out.append((prob / int(m[1]), s, "accept"))
             return out
-        if action.startswith("update @"):
+        if action.startswith(("update @", "add @")):
             return [(prob, replace(st, steps=step("continue")), "continue")]
-        m = re.match(r"meta l4proto \S+ dnat to (\S+)$", action)
+        m = re.match(r"(?:meta )?mark set (0x[0-9a-f]+|\d+)$", action)
+        if m:  # another table's absolute mark
+            mark = int(m[1], 0)
+            marked = self.masq_bit is not None and bool(mark & self.masq_bit)
+            return [(prob, replace(st, steps=step("continue", st), mark=mark, marked=marked), "continue")]
+        m = re.match(r"(?:meta l4proto \S+ )?dnat (?:ip )?to ([0-9.]+(?::\d+)?)$", action)
         if m:
             ip, colon, port = m[1].rpartition(":")
             ip, dport = (ip, int(port)) if colon else (m[1], st.dport)  # `dnat to ADDR` keeps the port
             s = replace(st, steps=step("accept"), dnat=f"{ip}:{dport}", endpoint_chain=c.name, dst=ip, dport=dport)
             return [(prob, s, "accept")]
-        if action == "masquerade fully-random":
+        if re.fullmatch(r"(?:masquerade|snat (?:ip )?to \S+)(?: .*)?", action):  # NAT statements end the rule: accept
             return [(prob, replace(st, steps=step("accept"), masq=True, masq_chain=c.name), "accept")]
+        word = action.split(" ", 1)[0]
+        if word in _UNDECIDED or word not in ("accept", "drop", "reject", "return", "continue", "jump", "goto"):
+            why = _UNDECIDED.get(word, f"kpemu's nft walker does not model the statement {word!r}")
+            return self._undecided(c, text, comment, action, why, st, prob)
         return self._verdict(c, text, comment, action or "continue", st, prob, depth)
+
+    def _undecided(self, c: Chain, text: str, comment: str | None, what: str, why: str, st: WalkState,
+                   prob: float) -> list[tuple[float, WalkState, str]]:
+        """A statement whose outcome the walk is not given: the packet accepted one way, dropped the other."""
+        fact = f"{what} lets the packet on"
+        known = st.fact(fact)
+        out = []
+        for holds in [known] if known is not None else [True, False]:
+            end = "accept" if holds else "drop"
+            a = Assumption(fact, holds, f"add rule {self.name} {c.name} {text}", "", why)
+            out.append((prob, replace(st, steps=self._step(st, c.name, text, comment, end),
+                                      assumed=(*st.assumed, a)), end))
+        return out
 
     def _verdict(self, c: Chain, text: str, comment: str | None, verdict: str, st: WalkState, prob: float,
                  depth: int) -> list[tuple[float, WalkState, str]]:
@@ -340,42 +466,68 @@ class _Walker:
                 out.append((pr, s2, "continue" if word == "jump" else "return"))
         return out
 
-    def hook(self, hook: str, states: list[tuple[float, WalkState]],
-             done: list[tuple[float, WalkState, str]]) -> list[tuple[float, WalkState]]:
-        """Run every base chain of `hook` by priority; drops and rejects go to `done`."""
-        bases = sorted((c for c in self.t.chains.values() if c.hook and c.hook.hook == hook),
-                       key=lambda c: c.hook.priority if c.hook else 0)
-        for base in bases:
-            nxt = []
-            for prob, st in states:
-                for pr, s, end in self.chain(base.name, replace(st, hook=hook), prob):
-                    if end in ("drop", "reject"):
-                        done.append((pr, s, end.upper()))
-                    else:
-                        nxt.append((pr, s))
-            states = nxt
-        return states
+
+
+def _nat_done(hook: str, st: WalkState) -> bool:
+    """Whether a `type nat` chain at `hook` is passed over: the connection is untracked or already has
+    the NAT this hook makes (destination at prerouting and output, source at input and postrouting)."""
+    return st.untracked or (st.dnat is not None if hook in ("prerouting", "output") else st.masq)
+
+
+def _hook(walkers: Sequence[_Walker], hook: str, states: list[tuple[float, WalkState]],
+          done: list[tuple[float, WalkState, str]]) -> list[tuple[float, WalkState]]:
+    """Run every base chain of `hook` in every table by priority (ties in table, then chain order); a
+    walk that falls through takes the chain's policy; drops and rejects go to `done`."""
+    bases = sorted(((c.hook.priority, i, j, w, c) for i, w in enumerate(walkers)
+                    for j, c in enumerate(w.t.chains.values()) if c.hook and c.hook.hook == hook),
+                   key=lambda b: b[:3])
+    for _, _, _, w, base in bases:
+        nxt = []
+        for prob, st in states:
+            if base.hook and base.hook.type == "nat" and _nat_done(hook, st):
+                nxt.append((prob, st))
+                continue
+            if w.unread:  # its rules were not read: the packet may pass or die there
+                fact = f"table {w.name} chain {base.name} (hook {hook}) lets the packet on"
+                known = st.fact(fact)
+                for holds in [known] if known is not None else [True, False]:
+                    s = replace(st, assumed=(*st.assumed, Assumption(fact, holds, f"chain {w.name} {base.name}", "",
+                                                                     w.unread)))
+                    (nxt.append((prob, s)) if holds else done.append((prob, s, "DROP")))
+                continue
+            for pr, s, end in w.chain(base.name, replace(st, hook=hook), prob):
+                if end == "return" and w.policies.get(base.name, "accept") == "drop":
+                    s, end = replace(s, steps=(*s.steps, Step(w.step_table, base.name, None, "POLICY:DROP"))), "drop"
+                if end in ("drop", "reject"):
+                    done.append((pr, s, end.upper()))
+                else:
+                    nxt.append((pr, s))
+        states = nxt
+    return states
 
 
 def predict_nft(table: Table, pkt: Packet, local: Iterable[str], node: str = "",
-                masq_mark: int | None = 0x4000) -> Prediction:
+                masq_mark: int | None = 0x4000, beside: Sequence[NftTable] = (), before: int = 0) -> Prediction:
     """All outcomes of `pkt` on a node whose kube-proxy table is `table` and whose own addresses
-    are `local`; `masq_mark` is the masquerade bit (what makes `marked_masq` true)."""
+    are `local`; `masq_mark` is the masquerade bit (what makes `marked_masq` true); `beside` the
+    node's other IPv4 tables in dump order, `before` of them listed before kube-proxy's."""
     local_set = set(local)
-    w = _Walker(table, local_set, masq_mark)
+    kube = _Walker(table, local_set, masq_mark)
+    others = [_Walker(t.table, local_set, masq_mark, t.name, t.policies, t.unread) for t in beside]
+    walkers = [*others[:before], kube, *others[before:]]
     st = start(pkt)
     done: list[tuple[float, WalkState, str]] = []
     finals: list[tuple[float, WalkState, tuple[str, ...]]] = []
     if pkt.origin == "local":
-        for pr, s in w.hook("postrouting", w.hook("output", [(1.0, st)], done), done):
+        for pr, s in _hook(walkers, "postrouting", _hook(walkers, "output", [(1.0, st)], done), done):
             finals.append((pr, s, ("OUTPUT", "POSTROUTING")))
     else:
-        for prob, s in w.hook("prerouting", [(1.0, st)], done):
+        for prob, s in _hook(walkers, "prerouting", [(1.0, st)], done):
             to_local = is_local(s.dst, local_set)
             hooks = _HOOK_ORDER["remote-local" if to_local else "remote-forward"]
             path = [(prob, s)]
             for h in hooks[1:]:
-                path = w.hook(h, path, done)
+                path = _hook(walkers, h, path, done)
             finals += [(pr, x, tuple(h.upper() for h in hooks)) for pr, x in path]
     pred = Prediction(pkt, node)
     for prob, s, verdict in done:

@@ -1,7 +1,8 @@
 """Read `nft -j list ruleset` (libnftables JSON, libnftables-json(5)) with the standard json module
 (pure): kube-proxy's table is turned into the text `nft list ruleset` prints for it, statement by
 statement, and read by the text reader (kpemu.dumps.nft.read), so both forms give the same model and
-pass the same checks. The other tables are named, not read. A problem names the JSON element
+pass the same checks. The other tables are named and their base chains' hooks, priorities and policies
+kept; their rules are not read (the walk is undecided at each of those chains). A problem names the JSON element
 (`nftables[12] (rule of chain services)`), as a text dump's names its line.
 
 What libnftables 1.0.6's JSON leaves out: a set's `dynamic` flag (told, for certain, by a rule that
@@ -268,6 +269,7 @@ def ruleset_text(text: str, path: str) -> tuple[str, dict[int, tuple[int, str]]]
         raise InputError([Problem(path, "", "not libnftables JSON: expected {\"nftables\": [...]} (nft -j list "
                                             "ruleset)")])
     others: list[tuple[int, str]] = []
+    heads: dict[str, list[tuple[int, list[str]]]] = {}  # another table's base chains (by `family name`)
     objects: list[tuple[int, str, str, dict]] = []  # sets and maps
     chains: dict[str, tuple[int, list[str], list[tuple[int, str]]]] = {}
     kube = None
@@ -285,6 +287,10 @@ def ruleset_text(text: str, path: str) -> tuple[str, dict[int, tuple[int, str]]]
             else:
                 others.append((i, f"table {family} {table} {{"))
         elif not mine:
+            if kind == "chain" and family in ("ip", "inet") and isinstance(body, dict) and "hook" in body:
+                # another IPv4 table's base chain: its hook, priority and policy, not its rules (kpemu.dumps.nft.read)
+                head = _guard(i, what, path, lambda b=body: _chain_head(b))
+                heads.setdefault(f"{family} {table}", []).append((i, head))
             continue
         elif kind in ("set", "map"):
             _guard(i, what, path, lambda b=body, k=kind: _set_lines(k, b))
@@ -310,9 +316,17 @@ def ruleset_text(text: str, path: str) -> tuple[str, dict[int, tuple[int, str]]]
         lines.append(text)
         where[len(lines)] = (i, what)
 
-    for i, head in others:
+    def other(i: int, head: str) -> None:
         put(i, head[:-2], head)
+        for j, chain in heads.get(head[6:-2], ()):
+            for line in (*chain, "}"):
+                put(j, chain[0][:-2], line)
         put(i, head[:-2], "}")
+
+    for i, head in others:  # the tables in the document's order (the walk's order at equal priorities)
+        if kube is not None and kube < i:
+            break
+        other(i, head)
     if kube is not None:
         put(kube, "table ip kube-proxy", f"table {FAMILY} {TABLE} {{")
         updated = {m for _, (_, _, rules) in chains.items() for _, r in rules
@@ -327,4 +341,7 @@ def ruleset_text(text: str, path: str) -> tuple[str, dict[int, tuple[int, str]]]
                 put(j, f"rule of chain {name}", rule)
             put(i, f"chain {name}", "}")
         put(kube, "table ip kube-proxy", "}")
+        for i, head in others:
+            if kube < i:
+                other(i, head)
     return "\n".join(lines) + "\n", where

@@ -3,22 +3,28 @@ with or without `-a` handles) into the structure kpemu's nftables generator prod
 (kpemu.proxy.nftables.tx.Table), so a node's real table can be compared with the generated one and
 walked by the same oracle (kpemu.analyse.oracle.nft).
 
-Only `table ip kube-proxy` is read; every other table (a distribution's `table inet filter`,
-flannel's `table ip flannel-ipv4`, iptables-nft's `table ip nat`, an IPv6 `table ip6 kube-proxy`)
-is skipped and named in `NftDump.others`. Rules keep nft's listing form (`meta mark set meta mark
-| 0x00004000`); `listed()` puts a generated table in the same form with the listing module's own
-rule_text, so both sides are compared in one form. A dump cut short or garbled is an error naming
-the file and the line (exit 2). `nft -j list ruleset` (JSON) is turned into this text first
-(kpemu.dumps.nft.json) and read the same way, its problems naming the JSON element.
+`table ip kube-proxy` is read strictly, as kube-proxy writes it. The other `ip` and `inet` tables (a
+distribution's `table inet filter`, flannel's `table ip flannel-ipv4`, iptables-nft's `table ip filter`
+with docker's FORWARD policy drop) are on an IPv4 packet's path too: they are read as nft prints any
+table (their objects other than chains, sets and maps are named and passed over) into
+`NftDump.beside`, and the oracle walks their base chains beside kube-proxy's. Tables of the other
+families (ip6, arp, bridge, netdev) and dormant tables are named in `NftDump.others`, not walked.
+Rules keep nft's listing form (`meta mark set meta mark | 0x00004000`); `listed()` puts a generated
+table in the same form with the listing module's own rule_text, so both sides are compared in one
+form. A dump cut short or garbled is an error naming the file and the line (exit 2). `nft -j list
+ruleset` (JSON) is turned into this text first (kpemu.dumps.nft.json) and read the same way, its
+problems naming the JSON element; the other tables' rules are not read from JSON (their base chains
+are, each undecided in the walk).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from kpemu.analyse.oracle.nft import MAX_DEPTH
+from kpemu.analyse.oracle.nft import MAX_DEPTH, NftTable
 from kpemu.dumps.jumps import loop_or_depth
 from kpemu.dumps.nft.check import check_element, check_rule
 from kpemu.dumps.nft.json import ruleset_text
@@ -28,6 +34,7 @@ from kpemu.proxy.nftables.listing import priority_text, rule_text
 from kpemu.proxy.nftables.tx import FAMILY, TABLE, BaseHook, Chain, Counter, Element, NSet, Rule, Table
 
 KUBE_PROXY = f"{FAMILY} {TABLE}"
+IPV4_FAMILIES = ("ip", "inet")  # the families whose base chains an IPv4 packet passes
 _HOOK = re.compile(r"^type (\w+) hook (\w+)(?: device \S+)? priority ([^;]+);(?: policy (\w+);)?$")
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
 _ELEMENT_TAIL = re.compile(r"(?: timeout \S+)?(?: expires \S+)?(?: counter packets \d+ bytes \d+)?$")
@@ -43,18 +50,27 @@ JSON_FORM = "nft -j list ruleset"  # the form of a libnftables JSON dump (kpemu.
 @dataclass
 class NftDump:
     """A node's nftables dump: kube-proxy's table (None when the dump has none), the policies of
-    its base chains, and the other tables (by `family name`), which are not kube-proxy's."""
+    its base chains, the other IPv4 tables in dump order (`before` of them listed before kube-proxy's),
+    and the tables of other families (by `family name`), which an IPv4 packet does not pass."""
 
     path: str
     table: Table | None
     policies: dict[str, str] = field(default_factory=dict)
     others: list[str] = field(default_factory=list)
     form: str = "nft list ruleset"  # or JSON_FORM
+    beside: list[NftTable] = field(default_factory=list)
+    before: int = 0
+    dormant: list[str] = field(default_factory=list)  # the tables of `others` that are IPv4 but dormant
 
     def describe(self) -> str:
-        """`FILE (nft list ruleset; not kube-proxy's: table inet filter, ...)` for reports."""
-        others = [f"table {t}" + (" (IPv6; kpemu models IPv4)" if t == "ip6 kube-proxy" else "") for t in self.others]
-        tail = f"; not kube-proxy's, ignored: {', '.join(others)}" if others else ""
+        """`FILE (nft list ruleset; beside it: table inet filter; not on an IPv4 packet's path: ...)` for reports."""
+        walked = [f"table {t.name}" + (" (rules not read)" if t.unread else "") for t in self.beside]
+        dormant = [f"table {t}" for t in self.dormant]
+        others = [f"table {t}" + (" (IPv6; kpemu models IPv4)" if t == "ip6 kube-proxy" else "")
+                  for t in self.others if t not in self.dormant]
+        tail = f"; beside it: {', '.join(walked)}" if walked else ""
+        tail += f"; dormant: {', '.join(dormant)}" if dormant else ""
+        tail += f"; not on an IPv4 packet's path: {', '.join(others)}" if others else ""
         return f"{self.path} ({self.form}{tail})"
 
 
@@ -151,7 +167,7 @@ class _Reader:
         self.lines = text.splitlines()
         self.path = path
         self.n = 0  # current line number (1-based once reading)
-        self.refs: list[tuple[int, str, str]] = []  # (line, chain or map, text) of kube-proxy's rules and elements
+        self.refs: list[tuple[int, str, str]] = []  # (line, chain or map, text) of the table's rules and elements
 
     def bad(self, msg: str, line: int | None = None) -> InputError:
         return InputError([Problem(self.path, f"line {line or self.n}", msg)])
@@ -185,6 +201,16 @@ class _Reader:
                 if dump.table is not None:
                     raise self.bad("table ip kube-proxy appears twice; give the output of one nft list ruleset")
                 dump.table = self.kube_proxy(dump.policies)
+            elif m[1] in IPV4_FAMILIES:
+                if any(t.name == name for t in dump.beside):
+                    raise self.bad(f"table {name} appears twice; give the output of one nft list ruleset")
+                other = self.other_table(name)
+                if other is None:
+                    dump.others.append(name)
+                    dump.dormant.append(name)
+                else:
+                    dump.beside.append(other)
+                    dump.before += dump.table is None
             else:
                 self.skip(f"table {name}", 1)
                 dump.others.append(name)
@@ -206,29 +232,50 @@ class _Reader:
             depth += d
 
     def kube_proxy(self, policies: dict[str, str]) -> Table:
+        """Table ip kube-proxy, every rule checked as `nft -f` checks kube-proxy's."""
+        return self.table(KUBE_PROXY, policies, None)
+
+    def other_table(self, name: str) -> NftTable | None:
+        """Another IPv4 table, read as nft prints any table: its chains, sets and maps; other objects
+        (flowtables, quotas, ct helpers, ...) named and passed over; None when it is dormant (`flags
+        dormant`: its chains see no packet)."""
+        policies: dict[str, str] = {}
+        passed: list[str] = []
+        t = self.table(name, policies, passed)
+        return None if "dormant" in passed else NftTable(name, t, policies, "", tuple(passed))
+
+    def table(self, label: str, policies: dict[str, str], passed: list[str] | None) -> Table:
+        """A table's body; `passed` None: kube-proxy's (strict), else collects what was passed over."""
         t = Table()
-        start = self.n
+        start, self.refs = self.n, []
         while True:
             line = self.next()
             if line is None:
-                raise self.truncated("table ip kube-proxy", start)
+                raise self.truncated(f"table {label}", start)
             if line == "}":
-                self.check_references(t)
+                self.check_references(t, label, {p.rsplit(" ", 1)[-1] for p in passed or ()})
                 return t
             if line.startswith("comment "):
                 t.comment = self.comment(line)
                 continue
+            if passed is not None and line.startswith("flags "):
+                passed += [f.strip() for f in line[len("flags "):].split(",") if f.strip() == "dormant"]
+                continue
             m = re.fullmatch(r"(chain|set|map|counter) (\S+) \{", line)
+            if m is None and passed is not None and (o := re.fullmatch(r"([a-z]+(?: [a-z]+)?) (\S+) \{", line)):
+                self.skip(f"{o[1]} {o[2]}", 1)
+                passed.append(f"{o[1]} {o[2]}")
+                continue
             if m is None:
-                raise self.bad(f"not a line of table ip kube-proxy: {line[:60]!r}; expected chain, set, map or "
+                raise self.bad(f"not a line of table {label}: {line[:60]!r}; expected chain, set, map or "
                                "counter NAME {")
             kind, name = m[1], m[2]
             if name in (t.counters if kind == "counter" else {**t.chains, **t.sets}):
-                raise self.bad(f"{kind} {name} appears twice in table ip kube-proxy")
+                raise self.bad(f"{kind} {name} appears twice in table {label}")
             if kind == "counter":
                 t.counters[name] = self.counter(name)
             elif kind == "chain":
-                t.chains[name] = self.chain(name, policies)
+                t.chains[name] = self.chain(name, policies, passed is None)
             else:
                 t.sets[name] = self.set(kind, name)
 
@@ -238,7 +285,7 @@ class _Reader:
             raise self.bad(f"comment without its closing quote: {line[:60]!r}")
         return _unquote(m[1])
 
-    def chain(self, name: str, policies: dict[str, str]) -> Chain:
+    def chain(self, name: str, policies: dict[str, str], strict: bool = True) -> Chain:
         c, start = Chain(name), self.n
         while True:
             line = self.next()
@@ -257,9 +304,9 @@ class _Reader:
             elif line.startswith("comment ") and not c.rules:
                 c.comment = self.comment(line)
             else:
-                c.rules.append(self.rule(name, line))
+                c.rules.append(self.rule(name, line, strict))
 
-    def rule(self, chain: str, line: str) -> Rule:
+    def rule(self, chain: str, line: str, strict: bool = True) -> Rule:
         depth, closed = _balanced(line)
         if not closed or depth:
             raise self.bad(f"rule of chain {chain} is cut short (an unclosed {'quote' if not closed else 'brace'}): "
@@ -268,7 +315,8 @@ class _Reader:
         m = _QUOTED.fullmatch(line, at + 9) if at > 0 else None
         rule = Rule(chain, line[:at], _unquote(m[0])) if m else Rule(chain, line)
         try:
-            check_rule(rule.text)
+            if strict:  # another table's rules may use any expression nft has; the walker reads or names them
+                check_rule(rule.text)
         except ValueError as e:
             raise self.bad(f"rule of chain {chain}: {e}") from None
         self.refs.append((self.n, chain, rule.text))
@@ -284,7 +332,7 @@ class _Reader:
             raise self.bad(f"timeout of {what}: {text[:40]!r} is not a duration; expected e.g. 3h or 1m30s")
         return seconds
 
-    def check_references(self, t: Table) -> None:
+    def check_references(self, t: Table, label: str = KUBE_PROXY, objects: AbstractSet[str] = frozenset()) -> None:
         """Every chain a rule or map element jumps to and every set it names is in the table (nft
         guarantees it, so a dump where one is not was cut or edited)."""
         via: dict[str, list[tuple[str, int]]] = {}  # a verdict map -> the chains its elements jump to
@@ -293,12 +341,14 @@ class _Reader:
         for line, owner, text in self.refs:
             for verb, name in re.findall(r"\b(jump|goto) ([^\s,}]+)", text):
                 if name not in t.chains:
-                    raise self.bad(f"{verb} {name}: no chain {name} in table ip kube-proxy (the dump is cut short or "
+                    raise self.bad(f"{verb} {name}: no chain {name} in table {label} (the dump is cut short or "
                                    "edited)", line)
                 (via if owner in t.sets else jumps).setdefault(owner, []).append((name, line))
-            for name in re.findall(r"@([^\s,}]+)", text):
-                if name not in t.sets:
-                    raise self.bad(f"@{name}: no set or map {name} in table ip kube-proxy (the dump is cut short or "
+            for name, raw in re.findall(r"@([^\s,}]+)(,\d+)?", text):
+                if raw:  # a raw payload expression (@th,16,16), not a set
+                    continue
+                if name not in t.sets and name not in objects:  # objects: another table's flowtables, ...
+                    raise self.bad(f"@{name}: no set or map {name} in table {label} (the dump is cut short or "
                                    "edited)", line)
                 uses.setdefault(owner, {}).setdefault(name, line)
         for chain, maps in uses.items():
@@ -306,7 +356,7 @@ class _Reader:
                 jumps.setdefault(chain, []).extend((target, line) for target, _ in via.get(name, ()))
         wrong = loop_or_depth(jumps, MAX_DEPTH, "the kernel nests jumps (NFT_JUMP_STACK_SIZE)")
         if wrong:
-            raise self.bad(f"table ip kube-proxy: {wrong[0]}", wrong[1])
+            raise self.bad(f"table {label}: {wrong[0]}", wrong[1])
 
     def counter(self, name: str) -> Counter:
         """A named counter (1.37+): its `packets N bytes M` line (and a comment) are read past, as
@@ -388,7 +438,9 @@ def parse_nft(text: str, path: str) -> NftDump:
         dump = _Reader(listing, path).read()
     except InputError as e:
         raise InputError([_element_problem(p, where) for p in e.problems]) from None
-    return replace(dump, form=JSON_FORM)
+    unread = ("kpemu reads only table ip kube-proxy's rules from nft -j list ruleset; give nft list ruleset to walk "
+              "this table's")
+    return replace(dump, form=JSON_FORM, beside=[replace(t, unread=unread) for t in dump.beside])
 
 
 def _element_problem(p: Problem, where: dict[int, tuple[int, str]]) -> Problem:

@@ -1,5 +1,6 @@
 """`kpemu trace` for an nftables-mode node: one packet walked offline through `table ip kube-proxy`
-(a real `nft list ruleset` dump, or kpemu's generated table in the same listing form) by the oracle
+(a real `nft list ruleset` dump, with the node's other IPv4 tables beside it, or kpemu's generated
+table in the same listing form) by the oracle
 that checks live packets (kpemu.analyse.oracle.nft.predict_nft), printed per base chain and hook with
 the verdict-map element and set each lookup hit, the numgen arm and its probability, the mark, the
 masquerade and the verdict."""
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kpemu.analyse.oracle import node_local_addresses
-from kpemu.analyse.oracle.nft import predict_nft
+from kpemu.analyse.oracle.nft import TABLE, NftTable, predict_nft
 from kpemu.analyse.oracle.types import Outcome, Packet, Prediction, Step, WalkLimit
 from kpemu.dumps.files import DumpFiles, read_text
 from kpemu.dumps.nft.read import NftDump, listed, parse_nft
@@ -19,7 +20,7 @@ from kpemu.dumps.trace import assumption_lines, result_line, trace_document, tra
 from kpemu.errors import InputError
 from kpemu.proxy.modes import node_state
 from kpemu.proxy.nftables.listing import priority_text
-from kpemu.proxy.nftables.tx import Table, quote
+from kpemu.proxy.nftables.tx import Chain, Table, quote
 
 _MARK_SET = re.compile(r"(?:meta )?mark set (?:meta )?mark (or|xor|\||\^) (0x[0-9a-f]+)")
 
@@ -27,13 +28,23 @@ _MARK_SET = re.compile(r"(?:meta )?mark set (?:meta )?mark (or|xor|\||\^) (0x[0-
 @dataclass(frozen=True)
 class NftNode:
     """What the packet is walked through: kube-proxy's table (rules in nft's listing form), the
-    node's own addresses, the masquerade mark, and where the table came from."""
+    node's own addresses, the masquerade mark, where the table came from, and the node's other IPv4
+    tables (`before` of them listed before kube-proxy's)."""
 
     node: str
     table: Table
     local: frozenset[str]
     masq_mark: int | None
     source: str
+    beside: tuple[NftTable, ...] = ()
+    before: int = 0
+
+    def chain(self, s: Step) -> Chain | None:
+        """The chain a step was in, in its own table."""
+        if s.table == TABLE:
+            return self.table.chains.get(s.chain)
+        t = next((t for t in self.beside if t.name == s.table), None)
+        return t.table.chains.get(s.chain) if t else None
 
 
 def _masq_mark(table: Table) -> int | None:
@@ -62,7 +73,8 @@ def nft_node(topo: Any, node: str, node_ips: list[str], nft: NftDump | None) -> 
         found = ", ".join(f"table {t}" for t in nft.others) or "no table"
         raise InputError(f"kpemu trace --nft {nft.path}: the dump has no table ip kube-proxy ({found}); give the "
                          "node's nft list ruleset of a kube-proxy in nftables mode")
-    return NftNode(node, nft.table, frozenset(local), _masq_mark(nft.table), f"table ip kube-proxy of {nft.describe()}")
+    return NftNode(node, nft.table, frozenset(local), _masq_mark(nft.table), f"table ip kube-proxy of {nft.describe()}",
+                   tuple(nft.beside), nft.before)
 
 
 def nft_node_of(topo: Any, node: str, node_ips: list[str], files: DumpFiles) -> NftNode:
@@ -74,7 +86,7 @@ def run_nft_trace(nn: NftNode, pkt: Packet) -> Prediction:
     """Every outcome of `pkt` on the node (the nft oracle's walk); a rule the oracle does not read (a
     statement kube-proxy never writes, in an edited table) is an InputError, not a traceback."""
     try:
-        return predict_nft(nn.table, pkt, nn.local, nn.node, nn.masq_mark)
+        return predict_nft(nn.table, pkt, nn.local, nn.node, nn.masq_mark, nn.beside, nn.before)
     except WalkLimit as e:
         raise InputError(f"kpemu trace: {nn.source}: {e}") from None
     except (KeyError, ValueError) as e:
@@ -124,9 +136,9 @@ def _path(nn: NftNode, pkt: Packet, o: Outcome) -> list[_PathStep]:
     out: list[_PathStep] = []
     base, dst, dport, mark = "?", pkt.dst, pkt.dport, pkt.mark
     for s in o.steps:
-        chain = nn.table.chains.get(s.chain)
+        chain = nn.chain(s)
         if chain is not None and chain.hook is not None:
-            base = s.chain
+            base = s.chain if s.table == TABLE else f"{s.table} {s.chain}"
         text = s.rule.text if s.rule is not None else ""
         m = _MARK_SET.search(text)
         if m:
@@ -141,12 +153,20 @@ def _path(nn: NftNode, pkt: Packet, o: Outcome) -> list[_PathStep]:
 def _rule(s: Step) -> str:
     r = s.rule
     if r is None:
-        return s.chain
+        return f"policy {s.verdict.partition(':')[2].lower()}" if s.verdict.startswith("POLICY:") else s.chain
     return r.text + (f" comment {quote(r.comment)}" if r.comment else "")  # type: ignore[attr-defined]
 
 
+def _verdict(s: Step) -> str:
+    """The step's verdict as nft monitor trace prints it (a base chain's policy: `drop`)."""
+    return s.verdict.partition(":")[2].lower() if s.verdict.startswith("POLICY:") else s.verdict
+
+
 def _base_title(nn: NftNode, base: str) -> str:
-    c = nn.table.chains.get(base)
+    """`hook: chain (type T, priority P)`; another table's chain is named with its table (`inet filter forward`)."""
+    family, _, rest = base.partition(" ")
+    table, _, name = rest.partition(" ")
+    c = nn.chain(Step(f"{family} {table}", name, None, "")) if name else nn.table.chains.get(base)
     if c is None or c.hook is None:
         return base
     return f"{c.hook.hook}: {base} (type {c.hook.type}, priority {priority_text(c.hook)})"
@@ -166,7 +186,7 @@ def render_nft_trace(nn: NftNode, pred: Prediction, origin: str) -> str:
                 base = p.base
                 out.append(f"  {_base_title(nn, base)}")
             notes = f"   [{'; '.join(p.notes)}]" if p.notes else ""
-            out.append(f"    {p.step.chain}: {_rule(p.step)}  => {p.step.verdict}{notes}")
+            out.append(f"    {p.step.chain}: {_rule(p.step)}  => {_verdict(p.step)}{notes}")
         out.append(f"  hooks {' -> '.join(o.hooks) if o.hooks else '(dropped)'}")
         out.append(f"  {result_line(o, marked)}")
     return "\n".join(out) + "\n"
@@ -175,5 +195,5 @@ def render_nft_trace(nn: NftNode, pred: Prediction, origin: str) -> str:
 def nft_trace_json(nn: NftNode, pred: Prediction, origin: str) -> dict[str, Any]:
     """The trace of an nft table for scripts (`-o json`)."""
     return trace_document(nn.node, nn.source, nn.local, pred, origin, lambda o: [
-        {"baseChain": p.base, "chain": p.step.chain, "rule": _rule(p.step), "verdict": p.step.verdict,
+        {"baseChain": p.base, "chain": p.step.chain, "rule": _rule(p.step), "verdict": _verdict(p.step),
          "notes": list(p.notes)} for p in _path(nn, pred.packet, o)])
