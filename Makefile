@@ -59,13 +59,9 @@ scenarios: setup
 	$(KPEMU) run scenarios/*.yaml scenarios/faults/*.yaml --out runs
 
 # The iptables-mode scenarios that pass in nftables mode too (their rules: lines given per mode), and the
-# faults that apply there; runs/nftables/<name> beside runs/<name>.
-NFTABLES_TOO := internal-traffic-local terminating-fallback topology-hints lb-ipmode-proxy lb-no-nodeports \
-	service-proxy-name detect-local-nodecidr detect-local-bridge faults/no-masquerade faults/no-br-netfilter \
-	faults/stale-rules faults/rp-filter faults/mtu-mismatch
-
+# faults that apply there (kpemu.matrix.NFTABLES_TOO, which `kpemu matrix` lists); runs/nftables/<name>.
 scenarios-nftables: setup
-	$(KPEMU) run $(NFTABLES_TOO:%=scenarios/%.yaml) --proxy-mode nftables --out runs/nftables
+	$(KPEMU) run $$($(KPEMU) matrix --variant nftables --kernels host --files) --proxy-mode nftables --out runs/nftables
 
 clean-labs: setup
 	$(KPEMU) destroy --all

@@ -41,5 +41,17 @@ if ! .venv/bin/python -c 'import kpemu, pyroute2, scapy, pydantic, rich, yaml, a
   .venv/bin/pip install -q -e '.[vm,docker,dev]'
 fi
 
+# actionlint, the GitHub workflow's linter (tests/unit/test_workflow.py), built with this machine's Go from the
+# Go module proxy into .venv/bin
+ACTIONLINT=1.7.12
+if ! .venv/bin/actionlint -version 2>/dev/null | grep -qx "v$ACTIONLINT"; then
+  if command -v go >/dev/null; then
+    echo "setup: building actionlint v$ACTIONLINT (go install)"
+    GOBIN="$PWD/.venv/bin" go install "github.com/rhysd/actionlint/cmd/actionlint@v$ACTIONLINT"
+  else
+    echo "setup: no go here: actionlint not built (install Go, then make setup, to lint the workflow)"
+  fi
+fi
+
 # The guest kernel (only downloaded when this kernel lacks what some scenario needs).
 .venv/bin/kpemu vm setup --if-needed

@@ -83,6 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"kpemu {args.command}: takes no command after --")
         args.cmd = command
         merge_topology(args)
+        if getattr(args, "kernel", None):  # one setting for this process and the guests it boots
+            from kpemu.runtimes.kernels import KERNEL_ENV, wanted_series
+
+            os.environ[KERNEL_ENV] = str(wanted_series(args.kernel))
         from kpemu.runtimes import adopt_owner
 
         adopt_owner()  # every process this command starts carries its token: a kill leaves none unfound

@@ -90,6 +90,24 @@ def add_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
 
 
+def add_kernel(p: argparse.ArgumentParser, runs_labs: bool = True) -> None:
+    """`--kernel SERIES`: the guest kernel series (kpemu.runtimes.kernels; `kpemu main` sets $KPEMU_KERNEL)."""
+    p.add_argument("--kernel", default=None, metavar="SERIES",
+                   help="the guest kernel series, such as 6.1 or 6.12 (Debian's packages; kpemu vm setup --kernel "
+                        "SERIES provides one)" + ("; the lab runs in the guest" if runs_labs else ""))
+
+
+def guest_runtime(runtime: str | None, kernel: str | None, command: str) -> str | None:
+    """The runtime a lab command uses: a guest kernel series asked for puts it in the guest (vm); with
+    --runtime host that is a contradiction (InputError)."""
+    if kernel is None:
+        return runtime
+    if runtime == "host":
+        raise InputError(f"kpemu {command}: --kernel {kernel} picks a guest kernel, and --runtime host runs on this "
+                         "one; give one of them")
+    return "vm"
+
+
 def add_query(sub: argparse._SubParsersAction, name: str, help: str, examples: Sequence[str],
               func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
     """A subcommand that reports something, printed as `-o` asks, and runs `func`."""

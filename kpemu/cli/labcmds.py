@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kpemu.cli.base import add_command, add_lab, add_output, add_topology, emit, human_console
+from kpemu.cli.base import (
+    add_command,
+    add_kernel,
+    add_lab,
+    add_output,
+    add_topology,
+    emit,
+    guest_runtime,
+    human_console,
+)
 from kpemu.cli.complete import attach, member_names
 from kpemu.errors import InputError
 
@@ -18,7 +27,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from kpemu.inputs.topology import load_topology
 
     topo = load_topology(resolve(args.file), args.name)
-    runtime, reason = runtimes.for_deploy(args.runtime, topo)
+    runtime, reason = runtimes.for_deploy(guest_runtime(args.runtime, args.kernel, "deploy"), topo)
     console = human_console()
     print(runtime.deploy(topo, args.file, reason, console.print, serve=args.serve))
     if args.cmd:  # run on this machine; `kpemu exec` in it reaches the lab wherever it lives
@@ -87,6 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_topology(s)
     s.add_argument("--runtime", choices=["auto", "host", "vm"], default=None,
                    help="where to build it (default auto: this kernel when it can, else a guest kernel)")
+    add_kernel(s)
     s.add_argument("--name", default=None, metavar="LAB",
                    help="the lab's name (namespaces kp-LAB-*) instead of the file's: deploy two copies")
     s.add_argument("--serve", action="store_true",

@@ -1,4 +1,4 @@
-"""`validate`, `rules`, `graph`, `schema`, `examples`: commands on files that need no root."""
+"""`validate`, `rules`, `graph`, `schema`, `examples`, `matrix`: commands on files that need no root."""
 
 from __future__ import annotations
 
@@ -99,6 +99,26 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from kpemu import matrix
+
+    root = Path(args.root)
+    files = [Path(f) for f in args.scenarios] or matrix.shipped(root)
+    found = matrix.entries(root, files, matrix.kernels_of(args.kernels))
+    if args.variant:
+        found = [e for e in found if e.variant == args.variant]
+    if args.files:
+        print("\n".join(dict.fromkeys(e.file for e in found)))
+        return 0
+    data = matrix.grouped(found) if args.by == "kernel" else matrix.include(found)
+    rows = data["include"]
+    cols = [c for c in ("id", "kernel", "variant", "mode", "modes", "release", "releases", "scenarios")
+            if rows and c in rows[0]]
+    emit(args, data, lambda _: "\n".join("  ".join(str(r[c]) for c in cols) for r in [dict(zip(cols, cols,
+                                                                                                strict=True)), *rows]))
+    return 0
+
+
 def cmd_examples_copy(args: argparse.Namespace) -> int:
     from kpemu.examples import copy_examples
 
@@ -177,3 +197,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                     ["kpemu examples copy ./kpemu-examples"])
     c.add_argument("dest", metavar="DIR", help="where to copy them (new, or without those files)")
     c.set_defaults(func=cmd_examples_copy)
+
+    s = add_command(sub, "matrix", "every shipped scenario x mode x kernel x release, as a GitHub Actions matrix",
+                    ["kpemu matrix", "kpemu matrix -o json --by kernel   # the workflow's jobs (fromJSON)",
+                     "kpemu matrix --kernels 6.12 -o json", "kpemu matrix --variant nftables --kernels host --files"])
+    s.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="scenario files (default: every shipped one "
+                                                                      "under ROOT/scenarios)")
+    s.add_argument("--root", default=".", help="the checkout whose scenarios/ to list (default: here)")
+    s.add_argument("--kernels", default=None, help="comma-separated: host and guest kernel series (default: "
+                                                   "host,6.1,6.12)")
+    s.add_argument("--variant", choices=["as-written", "nftables"], default=None, help="only this mode variant")
+    s.add_argument("--by", choices=["scenario", "kernel"], default="scenario",
+                   help="one matrix entry per scenario run, or per kernel and mode variant with its files")
+    s.add_argument("--files", action="store_true", help="print the scenario files only, one a line")
+    add_output(s)
+    s.set_defaults(func=cmd_matrix)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpemu.cli.base import add_command, human_console, progress
+from kpemu.cli.base import add_command, add_kernel, guest_runtime, human_console, progress
 from kpemu.cli.complete import attach, yaml_or_example
 from kpemu.errors import InputError, KpemuError
 
@@ -42,7 +42,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenarios = pipeline.load(args.scenarios, args.proxy_mode, args.name)
     console = human_console(stderr=args.json)
     several = len(scenarios) > 1
-    opts = pipeline.Options(args.runtime, args.trace, args.update_goldens, Path(args.out or "runs"), keep=args.keep)
+    opts = pipeline.Options(guest_runtime(args.runtime, args.kernel, "run"), args.trace, args.update_goldens,
+                            Path(args.out or "runs"), keep=args.keep)
     if args.compare_modes:
         return max(_compare_modes(f, pipeline.out_dir_for(args.out, sc.name, several), opts, console)
                    for f, sc in zip(args.scenarios, scenarios, strict=True))
@@ -167,6 +168,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                           help="a YAML file, or example:NAME (see kpemu examples)"), yaml_or_example("scenario"))
     s.add_argument("--runtime", choices=["auto", "host", "vm"], default=None,
                    help="where to run: this kernel, the guest kernel, or whichever can (default auto)")
+    add_kernel(s)
     s.add_argument("--out", default=None, help="output directory (default runs/<name>; with several "
                                                "scenarios, each goes to OUT/<name>)")
     s.add_argument("--name", default=None, metavar="LAB",

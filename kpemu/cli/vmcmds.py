@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kpemu.cli.base import Parser, add_command, add_query, emit, human_console
+from kpemu.cli.base import Parser, add_command, add_kernel, add_query, emit, human_console
 from kpemu.errors import InputError
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def _print_kernel(k: GuestKernel) -> None:
 def cmd_vm_setup(args: argparse.Namespace) -> int:
     from kpemu.runtimes import setup_guest_kernel
 
-    res = setup_guest_kernel(if_needed=args.if_needed)
+    res = setup_guest_kernel(if_needed=args.if_needed and args.kernel is None)
     if res.action == "not-needed":
         print(f"vm setup: not needed, {res.reason}")
     elif res.action == "reused":
@@ -145,14 +145,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                     ["kpemu vm setup --if-needed", "kpemu vm status -o json", "sudo kpemu vm exec -- uname -r"])
     vsub = s.add_subparsers(dest="vm_command", required=True, parser_class=Parser)
     v = add_command(vsub, "setup", "provide a guest kernel (download Debian's into the cache)",
-                    ["kpemu vm setup", "kpemu vm setup --if-needed"])
+                    ["kpemu vm setup", "kpemu vm setup --if-needed", "kpemu vm setup --kernel 6.12"])
     v.add_argument("--if-needed", action="store_true", help="do nothing when this kernel has everything")
+    add_kernel(v, runs_labs=False)
     v.set_defaults(func=cmd_vm_setup)
-    add_query(vsub, "status", "which guest kernel would be used, QEMU, KVM",
-              ["kpemu vm status", "kpemu vm status -o json | jq .kvm"], cmd_vm_status)
+    v = add_query(vsub, "status", "which guest kernel would be used, QEMU, KVM",
+                  ["kpemu vm status", "kpemu vm status -o json | jq .kvm", "kpemu vm status --kernel 6.12"],
+                  cmd_vm_status)
+    add_kernel(v, runs_labs=False)
     v = add_command(vsub, "up", "boot a warm guest that run/deploy/exec/inspect/destroy then use",
                     ["sudo kpemu vm up", "sudo kpemu vm up --idle 600"])
     v.add_argument("--idle", type=float, default=1800.0, help="stop after this many seconds without a request")
+    add_kernel(v, runs_labs=False)
     v.set_defaults(func=cmd_vm_up)
     v = add_command(vsub, "down", "stop the warm guest", ["sudo kpemu vm down"])
     v.set_defaults(func=cmd_vm_down)
@@ -160,4 +164,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                     ["sudo kpemu vm exec -- uname -r", "sudo kpemu vm exec --timeout 600 -- ipvsadm -Ln"])
     v.add_argument("--out", default="runs/vm-exec", help="shared directory for the console and output logs")
     v.add_argument("--timeout", type=float, default=1800.0)
+    add_kernel(v, runs_labs=False)
     v.set_defaults(func=cmd_vm_exec, takes_command="-- CMD to run in the guest")

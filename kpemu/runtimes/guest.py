@@ -100,6 +100,9 @@ def up(progress: Progress = quiet, idle: float = IDLE_SECONDS) -> dict[str, Any]
     """Boot the warm guest (or return the one that is up) once its agent answers."""
     st = warm_status()
     if st is not None:
+        if why := _other_kernel(st):
+            raise EnvironmentProblem(f"{why}: one warm guest at a time", "kpemu vm down, then kpemu vm up --kernel "
+                                     f"{kernels.wanted_series()}")
         return st
     fd = qemu.lock_guest(progress)
     try:
@@ -229,9 +232,22 @@ def cold(requests: list[tuple[str, dict[str, Any]]], root: Path, progress: Progr
     return out
 
 
+def _other_kernel(st: dict[str, Any]) -> str | None:
+    """Why the warm guest `st` does not serve this process: it runs another kernel series than the one asked
+    for (`kernels.wanted_series`), else None."""
+    series = kernels.wanted_series()
+    if series is None or kernels.series_of(str(st["kernel"])) == series:
+        return None
+    return f"the warm guest runs kernel {st['kernel']}, and kernel {series} is asked for"
+
+
 def current(progress: Progress = quiet) -> dict[str, Any] | None:
-    """The warm guest, restarted first when its agent runs other kpemu code than this; None when none is up."""
+    """The warm guest, restarted first when its agent runs other kpemu code than this; None when none is up
+    or it runs another kernel series than the one asked for (a cold guest of that series runs the work)."""
     st = warm_status()
+    if st is not None and (why := _other_kernel(st)):
+        progress(f"{why}: a cold guest of that kernel runs this")
+        return None
     if st is not None and st.get("agent", {}).get("code") not in (None, exchange.code_fingerprint()):
         progress("the warm guest runs other kpemu code than this checkout: restarting it")
         down()
@@ -273,13 +289,9 @@ def nfacct_supported() -> bool:
 def kernel_release() -> str:
     """The release the guest runs (the warm guest's, else the kernel a cold boot would use)."""
     st = warm_status()
-    if st is not None:
+    if st is not None and _other_kernel(st) is None:
         return str(st["kernel"])
-    k = kernels.find_kernel()
-    if k is None:
-        raise EnvironmentProblem(f"no guest kernel (looked in {kernels.cache_dir()} and /boot)",
-                                 "run `make setup` or `kpemu vm setup`")
-    return k.version
+    return kernels.require_kernel().version
 
 
 # ---------------------------------------------------------------- the runtime

@@ -5,6 +5,11 @@ downloads Debian's kernel package with `apt-get download` and unpacks it with `d
 `$KPEMU_CACHE` (default /var/cache/kpemu/kernels), then runs `depmod` on the copy (never installs
 it: /boot and the bootloader are not touched). Nothing here prints; failures are
 `EnvironmentProblem` (exit 3) with the reason and the fix.
+
+A kernel series (`6.1`, `6.12`: Debian bookworm packages both) picks among them: the `series`
+argument, else `$KPEMU_KERNEL` (what `--kernel SERIES` of `kpemu run`, `vm up` and `vm setup` sets),
+else any. Its package is what the series' meta-package (`linux-image-6.12-amd64`) depends on, or the
+distribution's default (`linux-image-amd64`) when that is of the series.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kpemu.errors import EnvironmentProblem
+from kpemu.errors import EnvironmentProblem, InputError
 from kpemu.system import setup_hint
 
 DEFAULT_CACHE = Path("/var/cache/kpemu/kernels")
+DEFAULT_SERIES = "6.1"  # Debian bookworm's linux-image-amd64: the series a run uses unless asked for another
+KERNEL_ENV = "KPEMU_KERNEL"  # the guest kernel series to use (kpemu run/vm up/vm setup --kernel SERIES)
 # Modules a guest kernel must have (as .ko or built in) to be worth booting.
 REQUIRED_MODULES = ("ip_vs", "ipip", "dummy", "vxlan", "br_netfilter")
 
@@ -53,6 +60,22 @@ class SetupResult:
     package: str = ""
     download_bytes: int = 0
     seconds: float = 0.0
+
+
+def series_of(version: str) -> str:
+    """A kernel release's series: 6.1.0-57-amd64 -> 6.1, 6.12.115+deb12-amd64 -> 6.12."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return f"{m[1]}.{m[2]}" if m else version
+
+
+def wanted_series(series: str | None = None) -> str | None:
+    """The series asked for: `series`, else $KPEMU_KERNEL, else None (any); InputError for one that is no
+    MAJOR.MINOR."""
+    series = series or os.environ.get(KERNEL_ENV) or None
+    if series is not None and not re.fullmatch(r"\d{1,2}\.\d{1,3}", series):
+        raise InputError(f"guest kernel series {series[:40]!r}: expected MAJOR.MINOR, such as 6.1 or 6.12"
+                         + (f" (from ${KERNEL_ENV})" if series == os.environ.get(KERNEL_ENV) else ""))
+    return series
 
 
 def cache_dir() -> Path:
@@ -102,12 +125,15 @@ def _candidates() -> Iterator[GuestKernel]:
             yield GuestKernel(ver, img, mods, "boot")
 
 
-def find_kernel() -> GuestKernel | None:
-    """The first suitable guest kernel (cache first, then /boot): it has every REQUIRED_MODULE."""
-    for k in _candidates():
-        if not set(REQUIRED_MODULES) - modules_in(k.moddir):
-            return k
-    return None
+def find_kernel(series: str | None = None) -> GuestKernel | None:
+    """The first suitable guest kernel (cache first, then /boot) of the series (`wanted_series`; none asked:
+    of DEFAULT_SERIES when there is one): it has every REQUIRED_MODULE."""
+    series = wanted_series(series)
+    suitable = [k for k in _candidates() if (series is None or series_of(k.version) == series)
+                and not set(REQUIRED_MODULES) - modules_in(k.moddir)]
+    # no series asked: the distribution's default series first, so a second one in the cache changes nothing
+    return next((k for k in suitable if series is not None or series_of(k.version) == DEFAULT_SERIES),
+                suitable[0] if suitable else None)
 
 
 def list_kernels() -> list[tuple[GuestKernel, list[str]]]:
@@ -118,8 +144,9 @@ def list_kernels() -> list[tuple[GuestKernel, list[str]]]:
 # ---------------------------------------------------------------- getting a kernel
 
 
-def _apt_kernel_package() -> str:
-    """The versioned Debian kernel image package (linux-image-<abi>-<arch>) apt would install."""
+def _apt_kernel_package(series: str | None = None) -> str:
+    """The versioned Debian kernel image package (linux-image-<abi>-<arch>) apt would install: of the
+    series' meta-package, else of the default one when that is of the series."""
     if os.environ.get("KPEMU_KERNEL_PACKAGE"):
         return os.environ["KPEMU_KERNEL_PACKAGE"]
     if not shutil.which("apt-cache") or not shutil.which("apt-get"):
@@ -127,17 +154,19 @@ def _apt_kernel_package() -> str:
                                  f"unpack a kernel package with its modules into {cache_dir()}/NAME/")
     arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
                           check=False).stdout.strip() or "amd64"
-    meta = f"linux-image-{arch}"
+    metas = [f"linux-image-{arch}"] if series is None else [f"linux-image-{series}-{arch}", f"linux-image-{arch}"]
     for attempt in range(2):
-        out = subprocess.run(["apt-cache", "depends", meta], capture_output=True, text=True,
-                             check=False).stdout
-        m = re.search(r"Depends: (linux-image-[0-9]\S*)", out)
-        if m:
-            return m.group(1)
+        for meta in metas:
+            out = subprocess.run(["apt-cache", "depends", meta], capture_output=True, text=True,
+                                 check=False).stdout
+            m = re.search(r"Depends: (linux-image-[0-9]\S*)", out)
+            if m and (series is None or series_of(m[1].removeprefix("linux-image-")) == series):
+                return m.group(1)
         if attempt == 0:  # empty package lists (fresh container): refresh once
             subprocess.run(["apt-get", "update", "-qq"], capture_output=True, check=False)
+    what = f"kernel {series} package" if series else f"{metas[0]} package"
     raise EnvironmentProblem(
-        f"no guest kernel, and apt knows no {meta} package on this system",
+        f"no guest kernel, and apt knows no {what} on this system (looked for {', '.join(metas)})",
         f"set KPEMU_KERNEL_PACKAGE to a kernel image package with modules, or unpack one into "
         f"{cache_dir()}/NAME/ (boot/vmlinuz-VER and lib/modules/VER)")
 
@@ -172,15 +201,16 @@ def _unpack(deb: Path, root: Path) -> GuestKernel:
     return GuestKernel(ver, imgs[-1], root / "lib/modules" / ver, "cache")
 
 
-def setup() -> SetupResult:
-    """Provide a guest kernel: reuse a suitable one from the cache or /boot, or download the
-    distribution's kernel image package into the cache (never installed: /boot and the bootloader are
-    not touched)."""
+def setup(series: str | None = None) -> SetupResult:
+    """Provide a guest kernel of the series (`wanted_series`): reuse a suitable one from the cache or
+    /boot, or download the distribution's kernel image package into the cache (never installed: /boot
+    and the bootloader are not touched)."""
     t0 = time.monotonic()
-    found = find_kernel()
+    series = wanted_series(series)
+    found = find_kernel(series)
     if found:
         return SetupResult("reused", found, f"found in {found.origin}", seconds=time.monotonic() - t0)
-    pkg = _apt_kernel_package()
+    pkg = _apt_kernel_package(series)
     cache = cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache, prefix=".download-") as tmp:
@@ -202,10 +232,15 @@ def setup() -> SetupResult:
     return SetupResult("downloaded", kernel, f"apt-get download {pkg}", pkg, size, time.monotonic() - t0)
 
 
-def require_kernel() -> GuestKernel:
+def require_kernel(series: str | None = None) -> GuestKernel:
     """The guest kernel to boot (`find_kernel`); EnvironmentProblem naming the fix when there is none."""
-    k = find_kernel()
+    series = wanted_series(series)
+    k = find_kernel(series)
     if k is None:
+        if series is not None:
+            raise EnvironmentProblem(
+                f"no guest kernel {series} with {', '.join(REQUIRED_MODULES)} (looked in {cache_dir()} and /boot)",
+                f"run `kpemu vm setup --kernel {series}` (it downloads Debian's kernel {series} package)")
         raise EnvironmentProblem(
             f"no guest kernel with {', '.join(REQUIRED_MODULES)} (looked in {cache_dir()} and /boot)",
             "run " + setup_hint("downloads Debian's kernel package"))
@@ -217,6 +252,7 @@ def status() -> dict[str, Any]:
     k = find_kernel()
     return {
         "cache": str(cache_dir()),
+        "series": wanted_series(),
         "kernel": None if k is None else {"version": k.version, "vmlinuz": str(k.vmlinuz),
                                           "modules": str(k.moddir), "origin": k.origin},
         "candidates": [{"version": c.version, "vmlinuz": str(c.vmlinuz), "lacks": lacks}

@@ -43,7 +43,7 @@ FORBIDDEN = {
 }
 # What the CLI may import: the pipeline, the runtimes, the pure packages and the light root modules.
 CLI_MAY_IMPORT = {"cli", "pipeline", "runtimes", "model", "plan", "cni", "proxy", "analyse", "report", "dumps",
-                  "k8s", "inputs", "faults", "examples", "errors", "system", "readiness", "upstream",
+                  "k8s", "inputs", "faults", "examples", "errors", "system", "readiness", "upstream", "matrix",
                   "__version__"}  # kpemu's own version (`from kpemu import __version__`)
 
 
