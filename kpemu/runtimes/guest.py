@@ -101,8 +101,8 @@ def up(progress: Progress = quiet, idle: float = IDLE_SECONDS) -> dict[str, Any]
     st = warm_status()
     if st is not None:
         if why := _other_kernel(st):
-            raise EnvironmentProblem(f"{why}: one warm guest at a time", "kpemu vm down, then kpemu vm up --kernel "
-                                     f"{kernels.wanted_series()}")
+            raise EnvironmentProblem(f"{why}, and one guest runs at a time", "kpemu vm down, then kpemu vm up "
+                                     f"--kernel {kernels.wanted_series()}")
         return st
     fd = qemu.lock_guest(progress)
     try:
@@ -242,12 +242,13 @@ def _other_kernel(st: dict[str, Any]) -> str | None:
 
 
 def current(progress: Progress = quiet) -> dict[str, Any] | None:
-    """The warm guest, restarted first when its agent runs other kpemu code than this; None when none is up
-    or it runs another kernel series than the one asked for (a cold guest of that series runs the work)."""
+    """The warm guest, restarted first when its agent runs other kpemu code than this; None when none is up.
+    One guest runs at a time (the guest lock): a warm guest of another kernel series than the one asked for
+    is an EnvironmentProblem naming both, not a cold boot that would wait for it."""
     st = warm_status()
     if st is not None and (why := _other_kernel(st)):
-        progress(f"{why}: a cold guest of that kernel runs this")
-        return None
+        raise EnvironmentProblem(f"{why}, and one guest runs at a time", "kpemu vm down (or run without --kernel "
+                                 f"{kernels.wanted_series()})")
     if st is not None and st.get("agent", {}).get("code") not in (None, exchange.code_fingerprint()):
         progress("the warm guest runs other kpemu code than this checkout: restarting it")
         down()

@@ -11,8 +11,6 @@ import contextlib
 import json
 import re
 import shutil
-import socket
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +19,9 @@ import pytest
 from kpemu.analyse.attribution.xtables import Event, TracedPacket, parse_trace
 from kpemu.kernel import netns as nsmod
 from kpemu.kernel.trace import Monitors
+from tests import netlinks
 from tests.helpers import ROOT, cli, needs_root
+from tests.netlinks import Link
 
 pytestmark = [needs_root, pytest.mark.root]
 
@@ -32,17 +32,6 @@ SPORT = 40000
 BUILTIN = {"filter": ("INPUT", "FORWARD", "OUTPUT"), "nat": ("PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"),
            "mangle": ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"), "raw": ("PREROUTING", "OUTPUT")}
 TERMINAL = {"ACCEPT", "DROP", "REJECT"}
-
-
-@dataclass(frozen=True)
-class Link:
-    """A veth: `name` (with `address`) in the node namespace, its peer `eth0` (with `peer`) in its own
-    namespace; `route` a route the node adds through it (e.g. "default via 10.0.12.1")."""
-
-    name: str
-    address: str
-    peer: str
-    route: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,41 +144,9 @@ def _is_target(name: str) -> bool:
 
 
 # -- the namespaces --------------------------------------------------------------------------------------
-def _ip(ns: str, *args: str) -> None:
-    res = nsmod.run_in(ns, ["ip", *args])
-    assert res.returncode == 0, f"{ns}: ip {' '.join(args)}: {res.stderr}"
-
-
-@contextlib.contextmanager
-def node_with(case: Case) -> Iterator[dict[str, str]]:
-    """The node namespace with the case's links (each peer in its own namespace); link name -> peer ns."""
-    made: list[str] = []
-    peers: dict[str, str] = {}
-    try:
-        nsmod.create_netns(NODE)
-        made.append(NODE)
-        _ip(NODE, "link", "set", "lo", "up")
-        for i, link in enumerate(case.links):
-            peer = f"{PREFIX}p{i}"
-            nsmod.create_netns(peer)
-            made.append(peer)
-            peers[link.name] = peer
-            _ip(NODE, "link", "add", link.name, "type", "veth", "peer", "name", "eth0", "netns", peer)
-            _ip(NODE, "addr", "add", link.address, "dev", link.name)
-            _ip(NODE, "link", "set", link.name, "up")
-            _ip(peer, "addr", "add", link.peer, "dev", "eth0")
-            _ip(peer, "link", "set", "eth0", "up")
-            _ip(peer, "link", "set", "lo", "up")
-            _ip(peer, "route", "add", "default", "via", link.address.split("/")[0], "dev", "eth0", "onlink")
-        for link in case.links:
-            if link.route:
-                _ip(NODE, "route", "replace", *link.route.split())
-        for knob in ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"):
-            assert nsmod.run_in(NODE, ["sysctl", "-qw", knob]).returncode == 0, knob
-        yield peers
-    finally:
-        for ns in reversed(made):
-            nsmod.delete_netns(ns)
+def node_with(case: Case) -> contextlib.AbstractContextManager[dict[str, str]]:
+    """The node namespace with the case's links (tests.netlinks); link name -> peer ns."""
+    return netlinks.node_with(NODE, PREFIX, case.links)
 
 
 def _load(case: Case) -> None:
@@ -205,16 +162,8 @@ def _load(case: Case) -> None:
 
 
 def _send_syn(peer: str, case: Case) -> None:
-    """One connection attempt from the case's source in its peer namespace (its first SYN is what is traced)."""
     dst, dport = case.dst.split(":")
-    with nsmod.inside(peer):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    with s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((case.src, SPORT))
-        s.settimeout(0.5)
-        with contextlib.suppress(OSError):
-            s.connect((dst, int(dport)))
+    netlinks.send_syn(peer, case.src, SPORT, dst, int(dport))
 
 
 def kernel_trace(case: Case, peers: dict[str, str], workdir: Path) -> TracedPacket:

@@ -36,6 +36,9 @@ outcome 1: probability 0.5
     external-KHN6ECMT-shop/web/tcp/http: goto service-KHN6ECMT-shop/web/tcp/http  => goto service-KHN6ECMT-shop/web/tcp/http
     service-KHN6ECMT-shop/web/tcp/http: numgen random mod 2 vmap { 0 : goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080, 1 : goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080 }  => goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080   [numgen arm 0 of 2, probability 1/2]
     endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080: meta l4proto tcp dnat to 10.244.0.2:8080  => accept
+  forward: filter-forward (type filter, priority filter)
+    filter-forward: ct state new jump service-endpoints-check  => jump service-endpoints-check
+    filter-forward: ct state new jump cluster-ips-check  => jump cluster-ips-check
   forward: inet filter forward (type filter, priority filter)
     forward: policy drop  => drop
   hooks (dropped)
@@ -52,6 +55,9 @@ outcome 2: probability 0.5
     external-KHN6ECMT-shop/web/tcp/http: goto service-KHN6ECMT-shop/web/tcp/http  => goto service-KHN6ECMT-shop/web/tcp/http
     service-KHN6ECMT-shop/web/tcp/http: numgen random mod 2 vmap { 0 : goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080, 1 : goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080 }  => goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080   [numgen arm 1 of 2, probability 1/2]
     endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080: meta l4proto tcp dnat to 10.244.1.5:8080  => accept
+  forward: filter-forward (type filter, priority filter)
+    filter-forward: ct state new jump service-endpoints-check  => jump service-endpoints-check
+    filter-forward: ct state new jump cluster-ips-check  => jump cluster-ips-check
   forward: inet filter forward (type filter, priority filter)
     forward: policy drop  => drop
   hooks (dropped)
@@ -115,12 +121,13 @@ def test_a_json_dump_leaves_the_other_tables_base_chains_undecided() -> None:
     doc = _trace(DATA / "beside-docker.json", "--iif", "eth0", "--oif", "flannel.1")
     why = "kpemu reads only table ip kube-proxy's rules from nft -j list ruleset; give nft list ruleset to walk this table's"
     assert [(u["fact"], u["why"]) for u in doc["undecided"]] == [
-        ("table inet filter chain forward (hook forward) lets the packet on", why),
-        ("table ip flannel-ipv4 chain forward (hook forward) lets the packet on", why),
+        ("table ip nat chain PREROUTING (hook prerouting) lets the packet on without NAT", why),
         ("table ip filter chain FORWARD (hook forward) lets the packet on", why),
-        ("table ip flannel-ipv4 chain postrtg (hook postrouting) lets the packet on", why)]
+        ("table ip flannel-ipv4 chain forward (hook forward) lets the packet on", why),
+        ("table inet filter chain forward (hook forward) lets the packet on", why),
+        ("table ip nat chain POSTROUTING (hook postrouting) lets the packet on without NAT", why)]
     accepted = [o for o in doc["outcomes"] if o["verdict"] == "ACCEPT"]
-    assert len(accepted) == 2 and all(len(o["assumed"]) == 4 and all(a["holds"] for a in o["assumed"]) for o in accepted)
+    assert len(accepted) == 2 and all(len(o["assumed"]) == 5 and all(a["holds"] for a in o["assumed"]) for o in accepted)
 
 
 def test_another_tables_objects_besides_chains_and_sets_are_passed_over_and_named() -> None:

@@ -64,13 +64,11 @@ outcome 1: probability 0.5
     external-KHN6ECMT-shop/web/tcp/http: goto service-KHN6ECMT-shop/web/tcp/http  => goto service-KHN6ECMT-shop/web/tcp/http
     service-KHN6ECMT-shop/web/tcp/http: numgen random mod 2 vmap { 0 : goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080, 1 : goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080 }  => goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080   [numgen arm 0 of 2, probability 1/2]
     endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080: meta l4proto tcp dnat to 10.244.0.2:8080  => accept
-  forward: ip flannel-ipv4 forward (type filter, priority filter)
-    forward: ip daddr 10.244.0.0/16 accept  => accept
   forward: filter-forward (type filter, priority filter)
     filter-forward: ct state new jump service-endpoints-check  => jump service-endpoints-check
     filter-forward: ct state new jump cluster-ips-check  => jump cluster-ips-check
-  postrouting: ip flannel-ipv4 postrtg (type nat, priority srcnat)
-    postrtg: meta mark 0x00004000 return  => return
+  forward: ip flannel-ipv4 forward (type filter, priority filter)
+    forward: ip daddr 10.244.0.0/16 accept  => accept
   postrouting: nat-postrouting (type nat, priority srcnat)
     nat-postrouting: jump masquerading  => jump masquerading
     masquerading: meta mark set meta mark ^ 0x00004000  => continue   [mark 0x0]
@@ -89,13 +87,11 @@ outcome 2: probability 0.5
     external-KHN6ECMT-shop/web/tcp/http: goto service-KHN6ECMT-shop/web/tcp/http  => goto service-KHN6ECMT-shop/web/tcp/http
     service-KHN6ECMT-shop/web/tcp/http: numgen random mod 2 vmap { 0 : goto endpoint-UB5UL6E4-shop/web/tcp/http__10.244.0.2/8080, 1 : goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080 }  => goto endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080   [numgen arm 1 of 2, probability 1/2]
     endpoint-FDH7QP7U-shop/web/tcp/http__10.244.1.5/8080: meta l4proto tcp dnat to 10.244.1.5:8080  => accept
-  forward: ip flannel-ipv4 forward (type filter, priority filter)
-    forward: ip daddr 10.244.0.0/16 accept  => accept
   forward: filter-forward (type filter, priority filter)
     filter-forward: ct state new jump service-endpoints-check  => jump service-endpoints-check
     filter-forward: ct state new jump cluster-ips-check  => jump cluster-ips-check
-  postrouting: ip flannel-ipv4 postrtg (type nat, priority srcnat)
-    postrtg: meta mark 0x00004000 return  => return
+  forward: ip flannel-ipv4 forward (type filter, priority filter)
+    forward: ip daddr 10.244.0.0/16 accept  => accept
   postrouting: nat-postrouting (type nat, priority srcnat)
     nat-postrouting: jump masquerading  => jump masquerading
     masquerading: meta mark set meta mark ^ 0x00004000  => continue   [mark 0x0]

@@ -54,7 +54,8 @@ def _kube_proxy_steps(outcome: dict) -> list[dict]:
 
 def test_trace_of_json_and_text_walk_kube_proxys_table_alike() -> None:
     """Where the JSON walk's other tables (rules not read) let the packet on, kube-proxy's steps are the text
-    walk's, which docker's FORWARD policy drop ends at the forward hook; past it, kube-proxy's postrouting."""
+    walk's, which docker's FORWARD policy drop ends at the forward hook (docker's chain, made later, runs before
+    kube-proxy's of the same priority); past it, kube-proxy's forward and postrouting chains."""
     text, got = _trace("beside-docker.nft"), _trace("beside-docker.json")
     assert "nft -j list ruleset" in got["rules"] and "nft -j list ruleset" not in text["rules"]
     assert [o["verdict"] for o in text["outcomes"]] == ["DROP", "DROP"]
@@ -64,7 +65,8 @@ def test_trace_of_json_and_text_walk_kube_proxys_table_alike() -> None:
     for o in passed:
         steps = _kube_proxy_steps(o)
         assert steps[:len(kube[o["dnat"]])] == kube[o["dnat"]]
-        assert [s["chain"] for s in steps[len(kube[o["dnat"]]):]] == ["nat-postrouting", "masquerading", "masquerading"]
+        assert [s["chain"] for s in steps[len(kube[o["dnat"]]):]] == [
+            "filter-forward", "filter-forward", "nat-postrouting", "masquerading", "masquerading"]
 
 
 def _error(doc: object) -> str:

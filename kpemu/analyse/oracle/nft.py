@@ -18,8 +18,8 @@ kpemu.dumps.nft.read), so both are walked alike.
 
 A real node's other IPv4 tables (`NftTable`: a distribution's `inet filter`, docker's iptables-nft
 `ip filter` with its FORWARD policy drop) run at the same hooks: their base chains are walked with
-kube-proxy's by priority (ties in the dump's order, the order nft lists and the kernel registered
-them), a base chain's policy applies where the walk falls through it, a `type nat` chain is passed
+kube-proxy's by priority (at equal priority the one listed later first, as the kernel runs them), a
+base chain's policy applies where the walk falls through it, a `type nat` chain is passed
 over once the connection has that NAT (the kernel's nf_nat_inet_fn stops at the first), and what
 the walker does not model in them (`limit`, `tcp flags`, `queue`, ...) makes the path undecided,
 both ways shown.
@@ -476,9 +476,11 @@ def _nat_done(hook: str, st: WalkState) -> bool:
 
 def _hook(walkers: Sequence[_Walker], hook: str, states: list[tuple[float, WalkState]],
           done: list[tuple[float, WalkState, str]]) -> list[tuple[float, WalkState]]:
-    """Run every base chain of `hook` in every table by priority (ties in table, then chain order); a
-    walk that falls through takes the chain's policy; drops and rejects go to `done`."""
-    bases = sorted(((c.hook.priority, i, j, w, c) for i, w in enumerate(walkers)
+    """Run every base chain of `hook` in every table by priority; a walk that falls through takes the
+    chain's policy; drops and rejects go to `done`. At equal priority the chain listed later runs first:
+    the kernel puts a hook it registers before the ones of its priority (nf_hook_entries_grow), and nft
+    lists tables and chains in the order they were made."""
+    bases = sorted(((c.hook.priority, -i, -j, w, c) for i, w in enumerate(walkers)
                     for j, c in enumerate(w.t.chains.values()) if c.hook and c.hook.hook == hook),
                    key=lambda b: b[:3])
     for _, _, _, w, base in bases:
@@ -488,7 +490,8 @@ def _hook(walkers: Sequence[_Walker], hook: str, states: list[tuple[float, WalkS
                 nxt.append((prob, st))
                 continue
             if w.unread:  # its rules were not read: the packet may pass or die there
-                fact = f"table {w.name} chain {base.name} (hook {hook}) lets the packet on"
+                nat = " without NAT" if base.hook and base.hook.type == "nat" else ""
+                fact = f"table {w.name} chain {base.name} (hook {hook}) lets the packet on{nat}"
                 known = st.fact(fact)
                 for holds in [known] if known is not None else [True, False]:
                     s = replace(st, assumed=(*st.assumed, Assumption(fact, holds, f"chain {w.name} {base.name}", "",
