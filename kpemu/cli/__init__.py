@@ -8,9 +8,10 @@ Exit codes: 0 ok, 1 an expectation failed, 2 bad input, 3 the environment cannot
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from kpemu import __version__
 from kpemu.cli import clustercmds, labcmds, offline, runcmd, runscmd, setupcmd, upstreamcmds, vmcmds
@@ -72,6 +73,26 @@ def _complete(parser: argparse.ArgumentParser) -> None:
     argcomplete.autocomplete(parser)
 
 
+@contextlib.contextmanager
+def _kernel_series(series: str | None) -> Iterator[None]:
+    """`--kernel SERIES` as $KPEMU_KERNEL while the command runs: one setting for this process and the
+    guests it boots, and gone after it (an in-process caller's later commands are not moved to it)."""
+    if not series:
+        yield
+        return
+    from kpemu.runtimes.kernels import KERNEL_ENV, wanted_series
+
+    before = os.environ.get(KERNEL_ENV)
+    os.environ[KERNEL_ENV] = str(wanted_series(series))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(KERNEL_ENV, None)
+        else:
+            os.environ[KERNEL_ENV] = before
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `kpemu` console script."""
     try:
@@ -83,14 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"kpemu {args.command}: takes no command after --")
         args.cmd = command
         merge_topology(args)
-        if getattr(args, "kernel", None):  # one setting for this process and the guests it boots
-            from kpemu.runtimes.kernels import KERNEL_ENV, wanted_series
+        with _kernel_series(getattr(args, "kernel", None)):
+            from kpemu.runtimes import adopt_owner
 
-            os.environ[KERNEL_ENV] = str(wanted_series(args.kernel))
-        from kpemu.runtimes import adopt_owner
-
-        adopt_owner()  # every process this command starts carries its token: a kill leaves none unfound
-        return int(args.func(args))
+            adopt_owner()  # every process this command starts carries its token: a kill leaves none unfound
+            return int(args.func(args))
     except KpemuError as e:
         print(f"kpemu: {e}" if not isinstance(e, InputError) else str(e), file=sys.stderr)
         return e.exit_code

@@ -173,13 +173,21 @@ def request(kind: str, progress: Progress = quiet, timeout: float = 1800.0, **fi
         elif time.monotonic() - t0 > timeout:
             died = f"the request took more than {timeout:.0f}s"
         if died or hung:
-            console = qemu.console_tail(WARM_DIR / "guest-console.log", 8)
             _kill_group(st["pid"])
+            kept = _keep_console()
             _forget()
             error = GuestHung if hung else EnvironmentProblem
-            raise error(f"the warm guest {'hung' if hung else 'died'} during {kind} ({died or hung}); console "
-                        f"ends:\n{console}", "run again: the next run boots a fresh guest")
+            raise error(f"the warm guest {'hung' if hung else 'died'} during {kind} ({died or hung}); its console "
+                        f"({kept}):\n{qemu.crash_report(kept)}", "run again: the next run boots a fresh guest")
         time.sleep(0.05)
+
+
+def _keep_console() -> Path:
+    """A copy of the dead warm guest's console beside WARM_DIR, which the next boot rewrites."""
+    kept = WARM_DIR.with_name(WARM_DIR.name + "-last-died-console.log")
+    with contextlib.suppress(OSError):
+        shutil.copyfile(WARM_DIR / "guest-console.log", kept)
+    return kept
 
 
 def _echo_log(path: Path, pos: int, progress: Progress) -> int:

@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -237,6 +238,24 @@ def console_tail(path: Path, lines: int = 25) -> str:
     except FileNotFoundError:
         return "(no console output)"
     return "\n".join(text[-lines:])
+
+
+# The first line of a kernel oops or panic report (the lines after it name the fault, RIP and call trace).
+_OOPS = re.compile(r"\] (BUG: |Oops: |general protection fault|kernel BUG at |WARNING: CPU: |Kernel panic - )")
+
+
+def crash_report(path: Path, lines: int = 24) -> str:
+    """A dead guest's console for an error message: from the first oops or panic line (what failed, where,
+    the call trace's start) when there is one, else its last lines."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(no console output)"
+    start = next((i for i, line in enumerate(text) if _OOPS.search(line)), None)
+    if start is None:
+        return "\n".join(text[-lines:])
+    report = text[start:start + lines]
+    return "\n".join(report + (["...", *text[-2:]] if start + lines < len(text) - 2 else text[start + lines:]))
 
 
 def _kill(proc: subprocess.Popen) -> None:

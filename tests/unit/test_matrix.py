@@ -5,6 +5,7 @@ a cache laid out as `kpemu vm setup` leaves it, and a series that contradicts th
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -58,9 +59,11 @@ def test_the_workflows_jobs_one_per_kernel_and_variant() -> None:
 def test_an_unknown_kernel_or_series_is_refused() -> None:
     with pytest.raises(InputError, match=re.escape("expected a comma-separated list of host, 6.1, 6.12")):
         matrix.kernels_of("host,5.10x")
+    before = os.environ.get(kernels.KERNEL_ENV)
     res = cli("run", "scenarios/nodeport-ipvs.yaml", "--runtime", "host", "--kernel", "6.12")
     assert res.returncode == 2
     assert "--kernel 6.12 picks a guest kernel, and --runtime host runs on this one" in res.stderr
+    assert os.environ.get(kernels.KERNEL_ENV) == before  # the caller's later guests are not moved to 6.12
     res = cli("vm", "status", "--kernel", "six")
     assert res.returncode == 2 and "expected MAJOR.MINOR, such as 6.1 or 6.12" in (res.stderr + res.stdout)
 
