@@ -154,7 +154,7 @@ class _Import:
             v = info.get("kubeProxyVersion") or info.get("kubeletVersion")
             if v:
                 parts = str(v).lstrip("v").split(".")
-                if len(parts) >= 2 and parts[1].isdigit():
+                if len(parts) >= 2 and parts[1].isdigit() and len(parts[1]) <= 4:
                     seen[int(parts[1])] += 1
         if not seen:
             return None

@@ -82,7 +82,7 @@ class ParsedRule:
     @property
     def proto(self) -> str | None:
         o = self._base("-p")
-        return o.values[0] if o else None
+        return o.values[0] if o and o.values else None
 
     @property
     def dport(self) -> int | None:
@@ -95,7 +95,7 @@ class ParsedRule:
     @property
     def comment(self) -> str | None:
         o = self._opt("comment", "--comment")
-        return o.values[0] if o else None
+        return o.values[0] if o and o.values else None
 
     @property
     def mark(self) -> tuple[str, bool] | None:
@@ -142,7 +142,7 @@ class ParsedRule:
     @property
     def dnat_to(self) -> str | None:
         o = next((o for o in self.target_options if o.name == "--to-destination"), None)
-        return o.values[0] if o else None
+        return o.values[0] if o and o.values else None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,6 +196,10 @@ def _shape_mutation(text: str, rng: random.Random) -> tuple[str, str] | None:
     return "wrong-shape", yaml.dump_all(docs, Dumper=_DUMPER, sort_keys=False)
 
 
+# A case this long is mutated no further: one more step may repeat its longest line a thousand times.
+MAX_CHAINED_CHARS = 100_000
+
+
 def mutate(seed_text: str, rng: random.Random, target: Target) -> tuple[str, bytes]:
     """One mutated copy of the seed: (what was done, the file's bytes)."""
     if target.name.startswith("import") and rng.random() < 0.4:
@@ -204,6 +208,8 @@ def mutate(seed_text: str, rng: random.Random, target: Target) -> tuple[str, byt
             return got[0], got[1].encode()
     text, what = seed_text, []
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
+        if what and len(text) > MAX_CHAINED_CHARS:  # a long line repeated a thousand times: gigabytes
+            break
         name, text = (_lines_mutation(text, rng, target) if rng.random() < 0.5 else _char_mutation(text, rng)) \
             if text else ("empty", text)
         what.append(name)
@@ -283,12 +289,10 @@ def violation(r: CaseResult, path: str) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=4)
-def cases(per_target: int, seed: int = 20) -> list[tuple[Target, str, bytes]]:
-    """`per_target` mutated cases of every target, the same ones every time (fixed seed)."""
-    rng = random.Random(seed)
-    out = []
-    for t in TARGETS:
-        text = t.seed.read_text()
-        out += [(t, *mutate(text, rng, t)) for _ in range(per_target)]
-    return out
+def cases(target: Target, per_target: int, seed: int = 20) -> Iterator[tuple[str, bytes]]:
+    """`per_target` mutated cases of `target`, the same ones every time (a fixed seed per target), made
+    one at a time so a soak's thousands of cases are never all in memory."""
+    rng = random.Random(f"{seed}:{target.name}")
+    text = target.seed.read_text()
+    for _ in range(per_target):
+        yield mutate(text, rng, target)

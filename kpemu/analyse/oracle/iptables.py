@@ -154,10 +154,15 @@ class _Walker:
             return [(prob, replace(st, steps=step("RETURN")), "RETURN")]
         if t == "DNAT":
             to = rule.parsed.dnat_to or ""
-            ip, _, port = to.partition(":")  # a range (a-b:p-q) DNATs to its first address and port
-            ip, port = ip.split("-")[0], port.split("-")[0]
+            ips, _, ports = to.partition(":")
+            ip, port = ips.split("-")[0], ports.split("-")[0]
             s = replace(st, steps=step("DNAT"), dnat=to, endpoint_chain=chain, dst=ip,
-                        dport=int(port) if port else st.dport)
+                        dport=int(port) if port.isdigit() else st.dport)
+            if "-" in to:  # a range: the kernel picks in it (a hash of the connection, or its own port if inside)
+                s = replace(s, assumed=(*s.assumed, Assumption(
+                    f"-j DNAT --to-destination {to} picks {ip}:{port or st.dport}", True, rule.restore_line(),
+                    f"line {rule.line}" if rule.line else "", "the kernel chooses the address and port in the "
+                    "range per connection; the walk follows the first of each")))
             return [(prob, s, "ACCEPT")]
         if t in ("MASQUERADE", "SNAT"):
             return [(prob, replace(st, steps=step(t), masq=True, masq_chain=chain), "ACCEPT")]

@@ -264,6 +264,9 @@ def ruleset_text(text: str, path: str) -> tuple[str, dict[int, tuple[int, str]]]
                                                             "output of nft -j list ruleset")]) from None
     except RecursionError:
         raise InputError([Problem(path, "", "JSON nested deeper than nft prints")]) from None
+    except ValueError as e:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise InputError([Problem(path, "", f"{str(e).split(';')[0]}: a number longer than nft prints; save the "
+                                            "output of nft -j list ruleset again, unedited")]) from None
     items = doc.get("nftables") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         raise InputError([Problem(path, "", "not libnftables JSON: expected {\"nftables\": [...]} (nft -j list "

@@ -80,7 +80,17 @@ _TARGET_OPTIONS: dict[str, frozenset[str]] = {
 }
 
 
-_VALUED = frozenset(("--comment", "--name", "--mask", "--reject-with", "--log-prefix", "--log-level",
+# the options of the matches whose save form kpemu writes (kpemu.proxy.save): their libxt_* parsers refuse others
+_MATCH_OPTIONS: dict[str, frozenset[str]] = {
+    "comment": frozenset(("--comment",)), "mark": frozenset(("--mark",)), "nfacct": frozenset(("--nfacct-name",)),
+    "statistic": frozenset(("--mode", "--probability", "--every", "--packet")),
+    "recent": frozenset(("--set", "--rcheck", "--update", "--remove", "--seconds", "--reap", "--hitcount", "--rttl",
+                         "--name", "--mask", "--rsource", "--rdest")),
+}
+_RECENT_ACTIONS = ("--set", "--rcheck", "--update", "--remove")
+
+
+_VALUED = frozenset(("--nfacct-name", "--comment", "--name", "--mask", "--reject-with", "--log-prefix", "--log-level",
                      "--nflog-group", "--nflog-prefix", "--queue-num", "--set-class", "--tcp-flags", "--physdev-in",
                      "--physdev-out", "--uid-owner", "--gid-owner", "--limit", "--limit-burst"))
 
@@ -118,8 +128,14 @@ def check_values(p: ParsedRule) -> None:
         elif o.name in ("-i", "-o") and len(_one(o)) > 15:
             raise ValueError(f"{o.name}: interface name longer than 15 characters")
     for m in p.matches:
+        known = _MATCH_OPTIONS.get(m.module)
         for o in m.options:
+            if known is not None and o.name not in known:
+                raise ValueError(f"-m {m.module}: {o.name[:40]} is not an option iptables-save prints for it (it "
+                                 f"prints {', '.join(sorted(known))})")
             _check(o, _MATCH_CHECKS)
+        if m.module == "recent" and not any(o.name in _RECENT_ACTIONS for o in m.options):
+            raise ValueError(f"-m recent needs one of {', '.join(_RECENT_ACTIONS)}: the rule is cut short or garbled")
             if o.name == "--match-set" and (len(o.values) != 2 or not set(o.values[1].split(",")) <= {"src", "dst"}):
                 raise ValueError("--match-set: expected NAME src|dst[,src|dst...]")
     known = _TARGET_OPTIONS.get(p.target or "")

@@ -123,8 +123,9 @@ def _seen(pkt: Packet, o: Outcome, table: str, hook: str, dnat_done: bool) -> Pa
     """The packet as a hook sees it: after kube-proxy's DNAT (nat PREROUTING/OUTPUT), or after IPVS
     (LOCAL_IN) for the OUTPUT and POSTROUTING hooks it sends the packet through."""
     if o.dnat and (dnat_done or (o.ipvs and hook in _IPVS_SENDS)):
-        ip, _, port = o.dnat.rpartition(":")
-        return replace(pkt, dst=ip, dport=int(port))
+        ips, _, ports = o.dnat.partition(":")  # a range: its first address and port, as the walk assumed
+        ip, port = ips.split("-")[0], ports.split("-")[0]
+        return replace(pkt, dst=ip, dport=int(port) if port.isdigit() else pkt.dport)
     return pkt
 
 
