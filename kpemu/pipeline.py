@@ -22,12 +22,13 @@ from kpemu.analyse.pipeline import RunResult, analyse
 from kpemu.errors import EnvironmentProblem, InputError, KpemuError
 from kpemu.inputs.scenario import load_scenario
 from kpemu.jobs.build import collect_job, release_tuple
-from kpemu.jobs.schema import COLLECTED, Collected
+from kpemu.jobs.schema import COLLECTED, Collected, Readback, RealKubeProxy
 from kpemu.jobs.verify import check_saved_rules
 from kpemu.kernel.lab import require_root
 from kpemu.labplan import LabPlan, lab_plan
 from kpemu.model.modes import MODE_FACTS
 from kpemu.model.scenario import Scenario
+from kpemu.model.topology import Topology
 from kpemu.outlock import out_dir_lock
 from kpemu.report.write import write_reports
 from kpemu.runtimes.base import Gathered, Progress, Runtime, Work
@@ -85,10 +86,11 @@ def out_dir_for(out: str | None, name: str, several: bool) -> Path:
     return Path(out) / name if several else Path(out)
 
 
-def load(files: Sequence[str], proxy_mode: str | None = None, lab: str | None = None) -> list[Scenario]:
+def load(files: Sequence[str], proxy_mode: str | None = None, lab: str | None = None,
+         kube_proxy: str | None = None) -> list[Scenario]:
     """Every scenario file loaded and valid (each name once) before anything is built, then this process
     checked for the privilege to build labs."""
-    scenarios = [load_scenario(f, proxy_mode, lab) for f in files]
+    scenarios = [load_scenario(f, proxy_mode, lab, kube_proxy) for f in files]
     names = [sc.name for sc in scenarios]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
@@ -150,9 +152,11 @@ def _run_batch(runtime: Runtime, reason: str, batch: list[tuple[Scenario, Path]]
                 held.enter_context(out_dir_lock(out))
             kernel = release_tuple(runtime.kernel_release())
             resolved = [replace(sc, topology=runtime.resolve(sc.topology)) for sc, _ in batch]
+            real = [_real_kube_proxy(sc, runtime, step) for sc in resolved]
+            resolved = [replace(sc, topology=r[1]) if r else sc for sc, r in zip(resolved, real, strict=True)]
             plans = [lab_plan(sc.topology, kernel, sc.spec.faults) for sc in resolved]
-            jobs = [Work(sc.name, collect_job(sc, plan, opts.trace, opts.keep), out)
-                    for sc, plan, (_, out) in zip(resolved, plans, batch, strict=True)]
+            jobs = [Work(sc.name, collect_job(sc, plan, opts.trace, opts.keep, r[0] if r else None), out)
+                    for sc, plan, r, (_, out) in zip(resolved, plans, real, batch, strict=True)]
             gathered = runtime.collect(jobs, _work_root(batch, opts), step, tell.notice)
             return [_outcome(runtime, reason, sc, plan, w, got, opts, step)
                     for sc, plan, w, got in zip(resolved, plans, jobs, gathered, strict=True)]
@@ -160,6 +164,44 @@ def _run_batch(runtime: Runtime, reason: str, batch: list[tuple[Scenario, Path]]
         if not opts.keep_going:
             raise
         return [Outcome(sc, out, runtime, reason, e) for sc, out in batch]
+
+
+def _real_kube_proxy(sc: Scenario, runtime: Runtime, say: Progress) -> tuple[RealKubeProxy, Topology] | None:
+    """For a topology whose kubeProxy.implementation is upstream: the real kube-proxy's part of its job, and
+    the topology as that kube-proxy sees it (with the API server's own Service), which the model predicts."""
+    topo = sc.topology
+    if topo.kubeProxy.implementation != "upstream":
+        return None
+    if runtime.name != "host":
+        raise EnvironmentProblem(f"{sc.name}: the real kube-proxy runs on this machine's kernel (iptables and nftables "
+                                 f"modes); in kpemu's guest ({topo.kubeProxy.mode} mode here) it does not run yet",
+                                 "run it in iptables or nftables mode (--proxy-mode), or with kpemu's model (no "
+                                 "--kube-proxy)")
+    from pydantic import ValidationError
+
+    from kpemu.controlplane.flags import service_range
+    from kpemu.model.topology import KubeProxy
+    from kpemu.realproxy import binary
+    from kpemu.realproxy.config import with_apiserver_service
+    from kpemu.realproxy.spec import real_kube_proxy
+    from kpemu.upstream.build import control_plane_binaries
+
+    found = binary.resolve(topo, say)
+    minor = binary.minor_of(found.version)
+    if minor is not None and minor != topo.kubeProxy.minor:  # a binary of another minor: the model predicts it
+        try:
+            topo = topo.model_copy(update={"kubeProxy": KubeProxy.model_validate(
+                {**topo.kubeProxy.model_dump(), "version": f"1.{minor}"})})
+        except ValidationError:
+            say(f"{sc.name}: kube-proxy {found.version} is of a release kpemu does not model in {topo.kubeProxy.mode} "
+                f"mode; the model predicts 1.{topo.kubeProxy.minor}")
+    cidr = service_range(topo)
+    try:
+        seen = with_apiserver_service(topo, cidr)
+    except ValueError as e:
+        raise InputError(f"{sc.name}: {e}; give the topology a serviceCIDR whose first address no Service "
+                         "holds") from None
+    return real_kube_proxy(topo, found, control_plane_binaries(say), cidr), seen
 
 
 def _outcome(runtime: Runtime, reason: str, sc: Scenario, plan: LabPlan, w: Work, got: Gathered | KpemuError,
@@ -187,12 +229,32 @@ def _analysed(sc: Scenario, plan: LabPlan, out: Path, got: Gathered, runtime: st
     if not path.is_file():
         raise EnvironmentProblem(f"{sc.name}: the run left no {path} (the collection did not finish)", got.logs)
     col = Collected.from_json(json.loads(path.read_text()))
-    check_saved_rules(col.readback, out / "rules")
+    if col.upstream is None:
+        check_saved_rules(col.readback, out / "rules")
+        kube_proxy = None
+    else:
+        kube_proxy = {**col.upstream, "modelVsReal": model_vs_real(col.readback, out / "rules", out)}
     progress(f"analysing {sc.name}: ledger, pcapng, attribution, oracle, reports")
     a = analyse(sc, plan, col, out, update_goldens)
     seconds = col.seconds + time.perf_counter() - started
-    hops = write_reports(out, sc, a, runtime, reason, col.kernel, seconds, col.trace)
+    hops = write_reports(out, sc, a, runtime, reason, col.kernel, seconds, col.trace, kube_proxy)
     return RunResult(sc.name, out, runtime, reason, seconds, a.ledgers, a.checks, hops, a.written, a.explanations)
+
+
+def model_vs_real(expected: Sequence[Readback], rules_dir: Path, out: Path) -> list[dict[str, Any]]:
+    """Where the real kube-proxy's rules (rules/) differ from the model's for the same objects, also written
+    to model-vs-real.txt (empty when they agree)."""
+    from kpemu.kernel.snapshot import RULE_KINDS
+    from kpemu.realproxy.compare import differences
+
+    def read(node: str, kind: str) -> str:
+        path = rules_dir / f"{node}.{RULE_KINDS[kind]}"
+        return path.read_text() if path.exists() else ""
+
+    found = differences(expected, read)
+    (out / "model-vs-real.txt").write_text("".join(f"# {d.node}: {d.what}\n" + "\n".join(d.diff) + "\n\n"
+                                                   for d in found))
+    return [d.to_json() for d in found]
 
 
 # ---------------------------------------------------------------- --compare-modes

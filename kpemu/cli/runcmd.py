@@ -30,16 +30,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     from kpemu.report.ci import ScenarioResult
     from kpemu.report.terminal import print_summary
 
-    if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json or args.keep):
+    if args.compare_modes and (args.proxy_mode or args.update_goldens or args.json or args.keep or args.kube_proxy):
         raise InputError("kpemu run: --compare-modes runs every mode itself; it does not combine with "
-                         "--proxy-mode, --update-goldens, --json or --keep")
+                         "--proxy-mode, --update-goldens, --json, --keep or --kube-proxy")
     args.scenarios = [str(resolve(f)) for f in args.scenarios]  # example:NAME -> the shipped file
     if args.update_goldens:
         refuse_writes_inside_package(args.scenarios, "--update-goldens")
     if args.name and (len(args.scenarios) > 1 or args.compare_modes):
         raise InputError("kpemu run: --name names the lab of one scenario run in one mode; give one SCENARIO "
                          "without --compare-modes")
-    scenarios = pipeline.load(args.scenarios, args.proxy_mode, args.name)
+    scenarios = pipeline.load(args.scenarios, args.proxy_mode, args.name, args.kube_proxy)
     console = human_console(stderr=args.json)
     several = len(scenarios) > 1
     opts = pipeline.Options(guest_runtime(args.runtime, args.kernel, "run"), args.trace, args.update_goldens,
@@ -184,6 +184,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "oracle (default on; --no-trace skips it)")
     s.add_argument("--proxy-mode", choices=tuple(MODE_FACTS), default=None,
                    help="override the topology's kubeProxy.mode (the lab is named <lab>-<mode>)")
+    s.add_argument("--kube-proxy", metavar="WHICH", default=None,
+                   help="who programs the nodes: model (kpemu's model, the default), upstream (the real "
+                        "kube-proxy of kubeProxy.version's newest patch, built from source when not cached), "
+                        "upstream:1.36.3, or the PATH of a kube-proxy binary; the report compares its rules with "
+                        "the model's")
     s.add_argument("--compare-modes", action="store_true",
                    help="run the flows under kube-proxy iptables, IPVS and nftables (OUT/<mode>) and print "
                         "each mode's ledger next to iptables mode's")

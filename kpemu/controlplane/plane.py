@@ -109,7 +109,13 @@ PORT_TRIES = 3  # a port chosen free may be taken before etcd or the API server 
 def start(lab: str, topo: Topology, binaries: dict[str, Path], say: Callable[[str], None],
           ready_limit: float = READY_LIMIT) -> ControlPlane:
     """Start etcd and kube-apiserver for `lab` and wait until the API server is ready."""
-    service_cidr = flags.service_range(topo)
+    return start_with_ranges(lab, flags.service_range(topo), topo.kubeProxy.nodePortRange, binaries, say,
+                             ready_limit)
+
+
+def start_with_ranges(lab: str, service_cidr: str, node_port_range: str, binaries: dict[str, Path],
+                      say: Callable[[str], None], ready_limit: float = READY_LIMIT) -> ControlPlane:
+    """`start` given the service range and the NodePort range themselves (what a job carries)."""
     layout = flags.Layout(state_dir(lab))
     layout.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     procs.record_owner(layout.root, my_token())
@@ -121,7 +127,7 @@ def start(lab: str, topo: Topology, binaries: dict[str, Path], say: Callable[[st
             cp = ControlPlane(lab, layout, Client(f"https://{flags.HOST}:{ports.apiserver}", token,
                                                   layout.serving_cert), ports, service_cidr)
             try:
-                _launch(cp, topo, binaries, say, ready_limit)
+                _launch(cp, node_port_range, binaries, say, ready_limit)
                 break
             except EnvironmentProblem as e:
                 cp.stop_processes()
@@ -137,16 +143,16 @@ def start(lab: str, topo: Topology, binaries: dict[str, Path], say: Callable[[st
     return cp
 
 
-def _launch(cp: ControlPlane, topo: Topology, binaries: dict[str, Path], say: Callable[[str], None],
+def _launch(cp: ControlPlane, node_port_range: str, binaries: dict[str, Path], say: Callable[[str], None],
             ready_limit: float) -> None:
     layout, ports = cp.layout, cp.ports
     say(f"control plane: etcd on {flags.HOST}:{ports.etcd_client}, kube-apiserver on {cp.server} "
-        f"(services {cp.service_cidr}, NodePorts {topo.kubeProxy.nodePortRange})")
+        f"(services {cp.service_cidr}, NodePorts {node_port_range})")
     try:
         cp.procs.append(procs.start("etcd", flags.etcd_argv(binaries["etcd"], layout, ports), layout.log("etcd"),
                                     layout.pidfile("etcd")))
         cp.procs.append(procs.start("kube-apiserver", flags.apiserver_argv(
-            binaries["kube-apiserver"], layout, ports, cp.service_cidr, topo.kubeProxy.nodePortRange),
+            binaries["kube-apiserver"], layout, ports, cp.service_cidr, node_port_range),
             layout.log("kube-apiserver"), layout.pidfile("kube-apiserver")))
         _wait_ready(cp, ready_limit)
     except BaseException:

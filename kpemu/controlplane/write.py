@@ -19,16 +19,28 @@ def _name(obj: dict[str, Any]) -> str:
 def write_topology(client: Client, topo: Topology) -> list[dict[str, Any]]:
     """Create every object of the topology, then write the load-balancer statuses; the objects as the
     API server stored them. A refusal names the object and carries the API server's reason."""
+    return write_objects(client, emit.objects(topo), emit.statuses(topo), topo.name)
+
+
+# What the API server makes itself: a topology's copy of it is not written again.
+_ITS_OWN = {("Namespace", None), ("Service", "default/kubernetes")}
+
+
+def write_objects(client: Client, objects: list[dict[str, Any]], statuses: list[dict[str, Any]],
+                  source: str) -> list[dict[str, Any]]:
+    """`write_topology` of objects and statuses made already (kpemu.k8s.emit), as a job carries them."""
     stored = []
-    for obj in emit.objects(topo):
+    for obj in objects:
         try:
             stored.append(client.post(emit.collection(obj), obj))
         except ApiError as e:
-            if obj["kind"] == "Namespace" and e.status == 409:
+            meta = obj["metadata"]
+            own = (obj["kind"], None if obj["kind"] == "Namespace" else f"{meta.get('namespace')}/{meta['name']}")
+            if own in _ITS_OWN and e.status == 409:
                 continue
-            raise EnvironmentProblem(f"the API server refused {_name(obj)} of topology {topo.name}: {e.reason}") \
+            raise EnvironmentProblem(f"the API server refused {_name(obj)} of topology {source}: {e.reason}") \
                 from None
-    for status in emit.statuses(topo):
+    for status in statuses:
         path = emit.path_of(status)
         try:
             current = client.get(path)

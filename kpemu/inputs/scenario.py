@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +31,18 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 @located
-def load_scenario(path: str | Path, proxy_mode: str | None = None, lab: str | None = None) -> Scenario:
+def load_scenario(path: str | Path, proxy_mode: str | None = None, lab: str | None = None,
+                  kube_proxy: str | None = None) -> Scenario:
     """Read and validate a scenario file and its topology; InputError lists every problem.
 
     `proxy_mode` (iptables | ipvs | nftables) overrides the topology's kubeProxy.mode and names the
     lab `<lab>-<mode>`; in a mode other than the file's, rule and golden expectations and a `died: by:`
     naming one of its chains (written for the file's mode) are dropped, the others are kept. Every hop's
     `at` must be one of the lab's capture points. `lab` (the CLI's --name) replaces the lab name the
-    file gives: two copies of one scenario run at once under two names.
+    file gives: two copies of one scenario run at once under two names. `kube_proxy` (the CLI's
+    --kube-proxy, `kube_proxy_choice`) sets who programs the nodes: kpemu's model or the real kube-proxy.
     """
-    return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode, lab)
+    return scenario_from_data(read_yaml(Path(path)), Path(path), proxy_mode, lab, kube_proxy)
 
 
 @located
@@ -56,7 +59,22 @@ def load_file(path: str | Path) -> Topology | Scenario:
     return topology_from_data(read_topology_source(path), str(path))
 
 
-def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab: str | None = None) -> Scenario:
+def kube_proxy_choice(text: str) -> dict[str, Any]:
+    """`--kube-proxy` as kubeProxy fields: `model`, `upstream` (the newest patch of kubeProxy.version),
+    `upstream:1.36.3`, or the path of a kube-proxy binary."""
+    if text == "model":
+        return {"implementation": "model", "upstream": None}
+    if text == "upstream":
+        return {"implementation": "upstream"}
+    pinned = text.removeprefix("upstream:")
+    release = re.fullmatch(r"v?(1)\.(\d{1,4})\.\d{1,4}", pinned)
+    # a release: the model predicts that release's minor too, for the comparison
+    return {"implementation": "upstream", "upstream": pinned or None,
+            **({"version": f"1.{int(release[2])}"} if release else {})}
+
+
+def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab: str | None = None,
+                       kube_proxy: str | None = None) -> Scenario:
     """`load_scenario` on the already-read YAML of the scenario file `path`."""
     file = str(path)
     if lab is not None and isinstance(data, dict):
@@ -77,6 +95,9 @@ def scenario_from_data(data: Any, path: Path, proxy_mode: str | None = None, lab
             spec = spec.model_copy(update={"expect": [_in_other_mode(e, native, proxy_mode) for e in spec.expect]})
     if proxy_mode in (None, native):
         spec = spec.model_copy(update={"expect": [_rules_for(e, native, native) for e in spec.expect]})
+    if kube_proxy is not None:
+        kp = data.get("kubeProxy") if isinstance(data.get("kubeProxy"), dict) else {}
+        data["kubeProxy"] = {k: v for k, v in {**kp, **kube_proxy_choice(kube_proxy)}.items() if v is not None}
     try:
         topo = topology_from_data(data, topo_file)
     except InputError as e:

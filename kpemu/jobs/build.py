@@ -12,7 +12,8 @@ from dataclasses import replace
 
 from kpemu.capture.points import capture_points
 from kpemu.cni import cni_of
-from kpemu.jobs.schema import JOB_VERSION, ContainerSpec, FlowSpec, Job, Readback, ServerSpec
+from kpemu.errors import InputError
+from kpemu.jobs.schema import JOB_VERSION, ContainerSpec, FlowSpec, Job, Readback, RealKubeProxy, ServerSpec
 from kpemu.kernel.owner import alias, lab_owner
 from kpemu.labplan import LabPlan
 from kpemu.model.scenario import Scenario
@@ -35,13 +36,14 @@ def release_tuple(release: str) -> tuple[int, int]:
 
 
 def lab_steps(lp: LabPlan) -> tuple[list[Step], list[Readback]]:
-    """Every step that builds the lab (fabric, kube-proxy per node, CNI rules) and the read-back expectations."""
+    """Every step that builds the lab (fabric, kube-proxy per node unless the real one programs them, CNI
+    rules) and the read-back expectations (the model's, which the real kube-proxy is compared with)."""
     topo, plan = lp.topology, lp.fabric
     steps = fabric_steps(plan, alias(lab_owner(topo.name)), tuple(sorted(topo.containers())))
     expected: list[Readback] = []
     for node in topo.nodes:
         st = lp.proxy.node(node.name)
-        steps += st.steps
+        steps += st.steps if topo.kubeProxy.implementation == "model" else st.kubelet_steps
         expected += [Readback.from_json(r, f"{node.name}'s kube-proxy state") for r in st.readback]
     steps += [restore_step(f"{r.owner} rules in {r.ns}", r.ns, r.text, topo.kubeProxy.backend) for r in plan.rules]
     return steps, expected
@@ -56,9 +58,13 @@ def pod_servers(topo: Topology, plan: Plan) -> tuple[ServerSpec, ...]:
                  for p in topo.pods if p.ports)
 
 
-def deploy_job(lp: LabPlan, source: str = "", serve: bool = False) -> Job:
-    """A job that only builds the lab (`kpemu deploy`); with `serve`, its pods keep serving until destroy."""
+def deploy_job(lp: LabPlan, source: str = "", serve: bool = False, upstream: RealKubeProxy | None = None) -> Job:
+    """A job that only builds the lab (`kpemu deploy`); with `serve`, its pods keep serving until destroy.
+    With `upstream` the real kube-proxy programs the nodes and serves their health checks itself."""
     topo, plan = lp.topology, lp.fabric
+    if (topo.kubeProxy.implementation == "upstream") != (upstream is not None):
+        raise InputError(f"{topo.name}: kubeProxy.implementation upstream runs the real kube-proxy for the length "
+                         "of a `kpemu run`; a deployed lab is programmed by kpemu's model (implementation: model)")
     steps, expected = lab_steps(lp)
     mode = mode_of(topo)
     return Job(version=JOB_VERSION, kind="deploy", lab=topo.name, source=source, prefix=PREFIX,
@@ -69,7 +75,8 @@ def deploy_job(lp: LabPlan, source: str = "", serve: bool = False) -> Job:
                containers={m: ContainerSpec(plan.netns(m), c.image, tuple(c.command) if c.command is not None else None,
                                             dict(c.env)) for m, c in sorted(topo.containers().items())},
                nodes={n.name: plan.netns(n.name) for n in topo.nodes}, device_needs=cni_of(topo).device_needs,
-               health=health_specs(topo, plan), balancers=health_checking_balancers(lp))
+               health=health_specs(topo, plan) if upstream is None else (), balancers=health_checking_balancers(lp),
+               upstream=upstream)
 
 
 def health_checking_balancers(lp: LabPlan) -> tuple[BalancerSpec, ...]:
@@ -84,13 +91,18 @@ def health_checking_balancers(lp: LabPlan) -> tuple[BalancerSpec, ...]:
     return tuple(out)
 
 
-def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = False) -> Job:
+def collect_job(sc: Scenario, lp: LabPlan, trace: bool = True, keep: bool = False,
+                upstream: RealKubeProxy | None = None) -> Job:
     """A job that deploys the scenario's lab (planned with its faults: `lab_plan(topo, kernel,
-    sc.spec.faults)`), runs its flows with captures and traces, and removes it."""
+    sc.spec.faults)`), runs its flows with captures and traces, and removes it; with `upstream`, under
+    the real kube-proxy."""
     topo, plan = sc.topology, lp.fabric
+    if upstream is not None and keep:
+        raise InputError(f"{sc.name}: --keep keeps a lab programmed by kpemu's model; the real kube-proxy runs "
+                         "for the length of the run")
     nat = [n.name for n in topo.nodes] + [e.name for e in topo.externals if e.role == "loadbalancer"]
     return replace(
-        deploy_job(lp, str(sc.path)),
+        deploy_job(lp, str(sc.path), upstream=upstream),
         kind="collect", trace=trace, settle=sc.spec.settle, keep=keep,
         faults=lp.faults,
         servers=pod_servers(topo, plan),

@@ -223,13 +223,15 @@ class _Gathered:
     faults: list[AppliedFault] = field(default_factory=list)
     balanced: list[dict[str, Any]] = field(default_factory=list)
     timings: Timings = field(default_factory=list)
+    upstream: dict[str, Any] | None = None
 
     def collected(self, job: Job, seconds: float) -> Collected:
         """collected.json's content: what was gathered for `job` in `seconds`, on this kernel."""
         return Collected(results=self.results, conntrack=self.conntrack, ipvs=self.ipvs, traces=self.traces,
                          points=job.captures, faults=tuple(self.faults), balanced=tuple(self.balanced),
                          seconds=seconds, trace=job.trace,
-                         kernel=os.uname().release, readback=job.readback, timings=tuple(self.timings))
+                         kernel=os.uname().release, readback=job.readback, timings=tuple(self.timings),
+                         upstream=self.upstream)
 
 
 def _serve_health(job: Job) -> HealthServers:
@@ -431,6 +433,19 @@ def _keep(job: Job, state: LabState) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _real_kube_proxy(job: Job, out: Path, progress: Progress, gathered: _Gathered) -> Iterator[None]:
+    """The real kube-proxy programming the nodes while the block runs (a job with `upstream`), else nothing."""
+    if job.upstream is None:
+        yield
+        return
+    from kpemu.realproxy.lab import running
+
+    gathered.upstream = {}
+    with running(job.lab, job.upstream, job.nodes, progress, gathered.upstream, out / "kube-proxy"):
+        yield
+
+
 def collect(job: Job, out: Path, progress: Progress = _quiet) -> float:
     """Execute a collect job into `out`: pcaps/, capture/, rules/, trace/ and collected.json; its seconds.
 
@@ -451,7 +466,8 @@ def collect(job: Job, out: Path, progress: Progress = _quiet) -> float:
                 prepare_out(out)  # only once the lab is ours: a refused run leaves the folder alone
                 if drops is not None:
                     drops.watch(state.members)
-                _traffic(job, out, progress, gathered, drops)
+                with _real_kube_proxy(job, out, progress, gathered):
+                    _traffic(job, out, progress, gathered, drops)
                 if job.keep:
                     kept = _keep(job, state)
             finally:

@@ -107,6 +107,27 @@ class Readback:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RealKubeProxy:
+    """The real kube-proxy a job runs in every node's namespace instead of kpemu's model (kpemu.realproxy),
+    and the control plane it reads: the binaries, the API server's ranges, the topology's objects
+    (kpemu.k8s.emit) and each node's KubeProxyConfiguration."""
+
+    binary: str
+    version: str  # what `kube-proxy --version` says
+    build: dict[str, Any] = field(default_factory=dict)  # the cache's manifest of it (kpemu.upstream.store), or {}
+    etcd: str
+    apiserver: str
+    service_cidr: str
+    node_port_range: str
+    objects: tuple[dict[str, Any], ...]
+    statuses: tuple[dict[str, Any], ...] = ()
+    configs: dict[str, dict[str, Any]]  # node -> KubeProxyConfiguration (the executor writes its kubeconfig)
+
+    def to_json(self) -> dict[str, Any]:
+        return _fields_json(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Job:
     """Everything the executor needs to build a lab (`kind` deploy) or to build it, run its flows with
     captures and traces, and remove it (`kind` collect): steps, texts and addresses, nothing to plan."""
@@ -141,6 +162,7 @@ class Job:
     flows: tuple[FlowSpec, ...] = ()
     render: bool = True  # render the captures as text (a guest leaves it to the host)
     in_guest: bool = False  # it runs in kpemu's guest, as the runtime says (faults and the drop tracer ask)
+    upstream: RealKubeProxy | None = None  # the real kube-proxy programs the nodes (their model steps are left out)
 
     def to_json(self) -> dict[str, Any]:
         return _fields_json(self)
@@ -230,9 +252,12 @@ class Collected:
     kernel: str  # the release of the kernel that ran the lab
     readback: tuple[Readback, ...] = ()
     timings: tuple[tuple[str, float], ...] = ()  # (what, seconds) of the steps and phases (`make bench`)
+    # the real kube-proxy's run: version, build, control plane and per-node sync seconds, any resync
+    upstream: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return _fields_json(self)
+        out = _fields_json(self)
+        return out if self.upstream is not None else {k: v for k, v in out.items() if k != "upstream"}
 
     @classmethod
     def from_json(cls, data: object) -> Collected:

@@ -55,6 +55,11 @@ DOCS: dict[str, str] = {
                                      "interfaces (e.g. veth).",
     "KubeProxy.tcpBeLiberal": "conntrack.tcpBeLiberal (1.29+): kube-proxy sets nf_conntrack_tcp_be_liberal=1, "
                               "and iptables mode then writes no INVALID drop rule.",
+    "KubeProxy.implementation": "Who programs the nodes: model (kpemu's model of kube-proxy, the default) or "
+                                "upstream (the real kube-proxy, built from source, one per node namespace; "
+                                "`kpemu run --kube-proxy upstream`).",
+    "KubeProxy.upstream": "implementation upstream: the release to build and run (such as 1.37.2), or the path "
+                          "of a kube-proxy binary; default: the newest patch of `version`.",
     "KubeProxy.featureGates": "kube-proxy feature gates that change what it programs (others are refused).",
     "FeatureGates.KubeProxyNFTablesLocalhostNodePorts": "nftables mode 1.37+ (alpha, off by default): reject and "
                                                         "count NodePort traffic to 127.0.0.0/8.",

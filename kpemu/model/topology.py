@@ -83,6 +83,11 @@ class KubeProxy(Strict):
     # conntrack.tcpBeLiberal: kube-proxy sets net.netfilter.nf_conntrack_tcp_be_liberal=1, and
     # iptables mode 1.29+ then omits its INVALID drop rule
     tcpBeLiberal: bool = False
+    # model: kpemu programs what its model of kube-proxy derives; upstream: the real kube-proxy, built from
+    # source (kpemu.upstream), programs each node (kpemu.realproxy)
+    implementation: Literal["model", "upstream"] = "model"
+    # upstream: the release (1.37.2) or the path of a kube-proxy binary; None: the newest patch of `version`
+    upstream: str | None = Field(None, min_length=1, max_length=4096)
 
     @model_validator(mode="before")
     @classmethod
@@ -93,6 +98,13 @@ class KubeProxy(Strict):
             if facts is not None and facts.last_minor is not None:
                 return {**data, "version": f"1.{facts.last_minor}"}
         return data
+
+    @model_validator(mode="after")
+    def _upstream_only_with_it(self) -> KubeProxy:
+        if self.upstream is not None and self.implementation != "upstream":
+            raise ValueError("upstream names the real kube-proxy's release or binary: set implementation: upstream "
+                             "too, or drop upstream")
+        return self
 
     @field_validator("mode")
     @classmethod

@@ -47,6 +47,9 @@ class NodeProxyState:
     steps: tuple[Step, ...]  # how the node is programmed (kpemu.plan.batch.Step)
     readback: tuple[dict, ...]  # one expectation per kind read back: {"node", "kind", "expected", ...}
     walk: Walk
+    # what kubelet writes on the node before kube-proxy starts (its KUBE-FIREWALL chain and jumps): the part
+    # of `steps` a lab still needs when the real kube-proxy programs the node (kpemu.realproxy)
+    kubelet_steps: tuple[Step, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ claim checked, model vs kernel, rule counters that moved, a Mermaid sequence dia
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from kpemu.report.mermaid import hop_point, sequence_diagram
 from kpemu.report.runreport import ConnectionReport, FlowReport, RunReport, representative, request_hops
@@ -75,6 +76,26 @@ def _answer_lines(c: ConnectionReport) -> list[str]:
     return [head, "", "```", body[:400] or "(empty)", "```", ""]
 
 
+def _real_kube_proxy_lines(real: dict[str, Any]) -> list[str]:
+    """The real kube-proxy's lines: which one, how fast it synced, and where its rules differ from the model's."""
+    build = real.get("build") or {}
+    made = (f"built by kpemu from {build.get('release')} with {build.get('go')} at {build.get('built_at')}" if build
+            else "built outside kpemu")
+    syncs = ", ".join(f"{n} {s:.1f}s" for n, s in (real.get("syncSeconds") or {}).items())
+    out = [f"- kube-proxy: the real one, {real.get('version')} ({made}; {real.get('binary')})",
+           f"- control plane ready in {real.get('controlPlaneSeconds', 0):.1f}s; first sync per node: {syncs}", ""]
+    for line in real.get("resynced") or []:
+        out.append(f"- wrote its rules again during the traffic: {line}")
+    diffs = real.get("modelVsReal") or []
+    out += ["## Model versus the real kube-proxy", ""]
+    if not diffs:
+        return [*out, "kpemu's model generates the same rules for these objects (model-vs-real.txt is empty).", ""]
+    out += [f"{len(diffs)} part(s) differ (`-` the model, `+` the real kube-proxy; whole in model-vs-real.txt):", ""]
+    for d in diffs:
+        out += [f"### {d['node']}: {d['what']}", "", "```diff", *d["diff"], "```", ""]
+    return out
+
+
 def render_markdown(report: RunReport) -> str:
     """The whole report.md of a run's hops.json."""
     checks = report["checks"]
@@ -83,8 +104,9 @@ def render_markdown(report: RunReport) -> str:
            f"- runtime: {report['runtime']} ({report['reason']})", f"- kernel: {report['kernel']}",
            f"- duration: {report['seconds']:.2f}s"]
     mode = report.get("mode")
-    out += [f"- kube-proxy mode: {mode}", ""] if mode else [""]
-    out += fault_lines(report.get("faults") or [])
+    out += [f"- kube-proxy mode: {mode}"] if mode else []
+    real = report.get("kubeProxy")
+    out += (_real_kube_proxy_lines(real) if real else [""]) + fault_lines(report.get("faults") or [])
     for flow in report["flows"]:
         rep = representative(flow)
         out += [f"## flow {flow['name']}: {flow['from']} -> {flow['to']} ({flow['protocol']})", ""]

@@ -118,6 +118,9 @@ class RunReport(TypedDict):
     checks: list[CheckReport]
     seconds: float
     trace: NotRequired[bool]
+    # the real kube-proxy's run (kpemu.realproxy): version, build, binary, controlPlaneSeconds, syncSeconds,
+    # resynced, and modelVsReal (each part where its rules differ from the model's: node, what, diff)
+    kubeProxy: NotRequired[dict[str, Any]]
 
 
 def representative(flow: FlowReport) -> ConnectionReport | None:

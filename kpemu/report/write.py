@@ -19,13 +19,16 @@ from kpemu.report.runreport import RunReport
 
 
 def write_reports(out: Path, sc: Scenario, a: Analysis, runtime: str, reason: str, kernel: str,
-                  seconds: float, trace: bool) -> dict[str, Any]:
+                  seconds: float, trace: bool, kube_proxy: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write run.pcapng (and one pcapng per flow, which numbers every hop's frames), then hops.json,
-    report.md and report.html into `out`; the hops.json document."""
+    report.md and report.html into `out`; the hops.json document. `kube_proxy`: the real kube-proxy's
+    run (version, build, sync, model versus real), when it programmed the nodes."""
     write_run_pcapngs(out, a.infos, a.files, a.ledgers, a.packets)
     hops = hops_document(sc, a, runtime, reason, kernel)
     hops["seconds"] = round(seconds, 3)
     hops["trace"] = trace
+    if kube_proxy is not None:
+        hops["kubeProxy"] = kube_proxy
     (out / "hops.json").write_text(json.dumps(hops, indent=2) + "\n")
     (out / "report.md").write_text(render_markdown(hops))
     write_pictures(out, hops, sc.topology)

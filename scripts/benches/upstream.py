@@ -5,8 +5,12 @@ says why) where kube-apiserver and etcd are not built (`kpemu upstream build`)."
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,4 +70,47 @@ def bench_control_plane_ready() -> list[dict[str, object]]:
              "unit": f"s (median of {RUNS})"}]
 
 
-BENCHES = [bench_build_times, bench_control_plane_ready]
+REAL_SCENARIO = "scenarios/nft-nodeport.yaml"
+REAL_RELEASE = "1.37.2"
+
+
+def _run(extra: list[str]) -> tuple[float, dict]:
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "-m", "kpemu.cli", "run", REAL_SCENARIO, "--runtime", "host", "--out",
+                              out, *extra], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        seconds = time.perf_counter() - t0
+        if res.returncode != 0:
+            raise RuntimeError(f"{REAL_SCENARIO} {' '.join(extra)} exited {res.returncode}: {res.stderr[-2000:]}")
+        return seconds, json.loads((Path(out) / "hops.json").read_text())
+
+
+def bench_real_kube_proxy_scenario() -> list[dict[str, object]]:
+    """nft-nodeport end to end under the real kube-proxy (control plane, one kube-proxy per node, sync,
+    traffic, model-versus-real) against the same run under kpemu's model; each node's start to first sync."""
+    if store.read_built(store.bin_path(f"v{REAL_RELEASE}", "kube-proxy")) is None or built_control_plane() is None \
+            or os.geteuid() != 0:
+        print(f"real kube-proxy bench skipped: needs root and kube-proxy v{REAL_RELEASE}, kube-apiserver and etcd "
+              f"built (kpemu upstream build {REAL_RELEASE})")
+        return []
+    real, model, syncs, ready = [], [], [], []
+    for _ in range(RUNS):
+        seconds, hops = _run(["--kube-proxy", f"upstream:{REAL_RELEASE}"])
+        real.append(seconds)
+        syncs += list(hops["kubeProxy"]["syncSeconds"].values())
+        ready.append(hops["kubeProxy"]["readySeconds"])
+        model.append(_run([])[0])
+    name = "upstream.real_kube_proxy.nft_nodeport"
+    return [{"name": f"{name}.end_to_end_s", "value": round(statistics.median(real), 2),
+             "unit": f"s (median of {RUNS}, kube-proxy v{REAL_RELEASE})"},
+            {"name": f"{name}.model_end_to_end_s", "value": round(statistics.median(model), 2),
+             "unit": f"s (median of {RUNS}, kpemu's model)"},
+            {"name": f"{name}.ratio", "value": round(statistics.median(real) / statistics.median(model), 2),
+             "unit": "real / model"},
+            {"name": f"{name}.start_to_synced_s", "value": round(statistics.median(ready), 2),
+             "unit": "s (median: control plane start to every node synced)"},
+            {"name": "upstream.real_kube_proxy.start_to_first_sync_s", "value": round(statistics.median(syncs), 2),
+             "unit": f"s (median over {len(syncs)} node starts)"}]
+
+
+BENCHES = [bench_build_times, bench_control_plane_ready, bench_real_kube_proxy_scenario]

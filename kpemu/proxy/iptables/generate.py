@@ -495,6 +495,22 @@ def iptables_rules(topo: Topology, node: str) -> RuleSet:
     return _Gen(topo, node).run()
 
 
+def kubelet_rules(rs: RuleSet) -> RuleSet:
+    """The rules of `rs` kubelet owns (pkg/kubelet/kubelet_network_linux.go: KUBE-FIREWALL, its jumps from
+    INPUT and OUTPUT, the localnet rule; KUBE-MARK-DROP before 1.28), with the chains they are in or
+    jump to: what a node holds before kube-proxy starts."""
+    out = RuleSet()
+    for name, t in rs.tables.items():
+        for r in t.sequence:
+            if r.owner != "kubelet":
+                continue
+            target = r.args[r.args.index("-j") + 1] if "-j" in r.args[:-1] else None
+            if target in t.chains and not t.chains[target].builtin:
+                out.table(name).chain(target)
+            out.table(name).add(r.chain, *r.args, owner=r.owner)
+    return out
+
+
 def restore_text(rs: RuleSet) -> str:
     """iptables-restore input (use with --noflush): per table chain lines, rules, COMMIT.
 

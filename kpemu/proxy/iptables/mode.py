@@ -7,7 +7,13 @@ from kpemu.model.names import netns_name
 from kpemu.model.topology import Topology
 from kpemu.plan.batch import Step, sysctl_steps
 from kpemu.plan.types import Sysctl
-from kpemu.proxy.iptables.generate import iptables_rules, needs_route_localnet, restore_text, uses_nfacct
+from kpemu.proxy.iptables.generate import (
+    iptables_rules,
+    kubelet_rules,
+    needs_route_localnet,
+    restore_text,
+    uses_nfacct,
+)
 from kpemu.proxy.iptables.hooks import explain_hooks
 from kpemu.proxy.proxymode import ProxyMode, conntrack_steps, iptables_readback, restore_step
 from kpemu.proxy.save import save_text
@@ -25,8 +31,10 @@ def build(topo: Topology, node: str, kernel: tuple[int, int] | None = None) -> N
     steps += conntrack_steps(topo, node)  # after the rules, which load nf_conntrack in the namespace
     if needs_route_localnet(topo):
         steps += sysctl_steps(f"{node}: route_localnet", [Sysctl(ns, "net/ipv4/conf/all/route_localnet", "1")])
+    kubelet = kubelet_rules(rs)
+    before = (restore_step(f"{node}: kubelet's rules", ns, restore_text(kubelet), backend),) if kubelet.tables else ()
     return NodeProxyState(node, texts, tuple(steps), (iptables_readback(node, rs, texts["iptables-save"]),),
-                          Walk(rules=rs))
+                          Walk(rules=rs), kubelet_steps=before)
 
 
 MODE = ProxyMode(
