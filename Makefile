@@ -7,7 +7,7 @@ STAMP := $(VENV)/.kpemu-setup-done
 # `make scenario NAME`: the word after `scenario` is the scenario name.
 NAME := $(word 2,$(MAKECMDGOALS))
 
-.PHONY: setup test test-long test-unit test-integration test-vm lint goldens goldens-check bench soak scenario \
+.PHONY: conformance setup test test-long test-unit test-integration test-vm lint goldens goldens-check bench soak scenario \
 	scenarios scenarios-nftables clean-labs
 
 setup: $(STAMP)
@@ -22,6 +22,13 @@ test: setup
 # The tests of over a minute each (wheel install, frozen and stalled guests); .ci/run runs both targets.
 test-long: setup
 	$(VENV)/bin/pytest -ra -m long tests
+
+# Model versus the real kube-proxy: every shipped topology and upstream's nftables fixtures under kube-proxy
+# 1.29.6, 1.36.3 and 1.37.2 (built into the cache first where missing), iptables and nftables mode.
+CONFORMANCE_FIXTURES := tests/data/nftables/overall-1.36.yaml tests/data/nftables/overall-1.37.yaml
+conformance: setup
+	mkdir -p runs
+	$(KPEMU) upstream conformance --out runs/conformance.json $(foreach f,$(CONFORMANCE_FIXTURES),--with $(f))
 
 test-unit: setup
 	$(VENV)/bin/pytest -ra tests/unit

@@ -182,7 +182,7 @@ def _real_kube_proxy(sc: Scenario, runtime: Runtime, say: Progress) -> tuple[Rea
     from kpemu.controlplane.flags import service_range
     from kpemu.model.topology import KubeProxy
     from kpemu.realproxy import binary
-    from kpemu.realproxy.config import with_apiserver_service
+    from kpemu.realproxy.config import as_probed, with_apiserver_service
     from kpemu.realproxy.spec import real_kube_proxy
     from kpemu.upstream.build import control_plane_binaries
 
@@ -195,6 +195,7 @@ def _real_kube_proxy(sc: Scenario, runtime: Runtime, say: Progress) -> tuple[Rea
         except ValidationError:
             say(f"{sc.name}: kube-proxy {found.version} is of a release kpemu does not model in {topo.kubeProxy.mode} "
                 f"mode; the model predicts 1.{topo.kubeProxy.minor}")
+    topo = as_probed(topo)
     cidr = service_range(topo)
     try:
         seen = with_apiserver_service(topo, cidr)

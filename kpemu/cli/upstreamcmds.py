@@ -73,6 +73,40 @@ def _list_text(data: dict) -> str:
     return "\n".join(lines)
 
 
+DEFAULT_CONFORMANCE = ("1.29.6", "1.36.3", "1.37.2")  # the oldest buildable minor's newest patch, 1.36, 1.37
+
+
+def cmd_upstream_conformance(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from kpemu import conformance
+    from kpemu.examples import resolve
+
+    con = human_console(stderr=args.output == "json")
+    with progress(con) as say:
+        cells = conformance.run([str(resolve(f)) for f in args.topology] if args.topology else None,
+                                args.release or list(DEFAULT_CONFORMANCE), args.mode or list(conformance.MODES), say,
+                                [str(resolve(f)) for f in args.also])
+    data = {"cells": [c.to_json() for c in cells], "table": conformance.table(cells)}
+    if args.out:
+        Path(args.out).write_text(json.dumps(data, indent=1) + "\n")
+    emit(args, data, _conformance_text)
+    return 1 if any(c.status == "differs" for c in cells) else 0
+
+
+def _conformance_text(data: dict) -> str:
+    lines = [data["table"], ""]
+    for c in data["cells"]:
+        if c["status"] == "not run":
+            lines.append(f"{c['topology']} {c['release']} {c['mode']}: not run: {c['why']}")
+        for d in c["differences"]:
+            lines.append(f"{c['topology']} {c['release']} {c['mode']}: {d['node']}: {d['what']}"
+                         + (f" (known: {d['known']})" if d["known"] else ""))
+            lines += [f"    {x}" for x in d["diff"]]
+    return "\n".join(lines)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
     s = add_command(sub, "upstream", "the real kube-proxy, kube-apiserver and etcd, built from source "
@@ -90,3 +124,16 @@ def register(sub: argparse._SubParsersAction) -> None:
               ["kpemu upstream status", "kpemu upstream status -o json"], cmd_upstream_status)
     add_query(usub, "list", "the releases the module proxy serves (go list -m -versions k8s.io/kubernetes)",
               ["kpemu upstream list", "kpemu upstream list -o json"], cmd_upstream_list)
+    c = add_query(usub, "conformance", "model versus the real kube-proxy: every shipped topology under each "
+                                       "RELEASE in iptables and nftables mode, one table (exit 1 on a difference "
+                                       "not known)",
+                  ["kpemu upstream conformance", "kpemu upstream conformance --release 1.37.2 --mode nftables"],
+                  cmd_upstream_conformance)
+    c.add_argument("--release", action="append", help="a release to run (repeat; default: "
+                   f"{', '.join(DEFAULT_CONFORMANCE)})")
+    c.add_argument("--mode", action="append", choices=("iptables", "nftables"), help="a mode (repeat; default both)")
+    c.add_argument("--topology", action="append", metavar="FILE", help="a scenario or topology file (repeat; "
+                   "default: every shipped scenario's)")
+    c.add_argument("--with", dest="also", action="append", default=[], metavar="FILE",
+                   help="a topology checked besides the others, such as an upstream test fixture (repeat)")
+    c.add_argument("--out", metavar="FILE", help="also write the cells as JSON to FILE")

@@ -57,6 +57,9 @@ class Client:
     def put(self, path: str, body: Any) -> Any:
         return self.request("PUT", path, body)
 
+    def delete(self, path: str) -> Any:
+        return self.request("DELETE", path)
+
 
 def _message(text: str) -> str:
     """The `message` of a Kubernetes Status answer, else the text itself (shortened)."""

@@ -92,7 +92,7 @@ def _wait_ready(cp: ControlPlane, limit: float) -> None:
                 raise EnvironmentProblem(f"{p.name} of lab {cp.lab} exited (code {p.popen.returncode}) before the "
                                          f"API server was ready; the end of {p.log}:\n    {p.log_tail()}")
         try:
-            if cp.client.request("GET", "/readyz", timeout=5) == "ok":
+            if cp.client.request("GET", "/readyz", timeout=5) == "ok" and _has_default_service_cidr(cp):
                 return
         except ApiError as e:
             last = str(e)
@@ -103,6 +103,19 @@ def _wait_ready(cp: ControlPlane, limit: float) -> None:
         time.sleep(0.2)  # the poll interval: readiness is what ends the wait
 
 
+def _has_default_service_cidr(cp: ControlPlane) -> bool:
+    """Whether the API server has made its default ServiceCIDR (a controller of its own does, a moment
+    after /readyz): kube-proxy learns it without a sync of its own, so it must exist before one starts."""
+    try:
+        cp.client.request("GET", DEFAULT_SERVICE_CIDR, timeout=5)
+    except ApiError as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
+DEFAULT_SERVICE_CIDR = "/apis/networking.k8s.io/v1/servicecidrs/kubernetes"
 PORT_TRIES = 3  # a port chosen free may be taken before etcd or the API server binds it: choose again
 
 

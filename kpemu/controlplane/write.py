@@ -23,7 +23,7 @@ def write_topology(client: Client, topo: Topology) -> list[dict[str, Any]]:
 
 
 # What the API server makes itself: a topology's copy of it is not written again.
-_ITS_OWN = {("Namespace", None), ("Service", "default/kubernetes")}
+_ITS_OWN = {("Service", "default/kubernetes")}
 
 
 def write_objects(client: Client, objects: list[dict[str, Any]], statuses: list[dict[str, Any]],
@@ -31,12 +31,13 @@ def write_objects(client: Client, objects: list[dict[str, Any]], statuses: list[
     """`write_topology` of objects and statuses made already (kpemu.k8s.emit), as a job carries them."""
     stored = []
     for obj in objects:
+        meta = obj["metadata"]
+        if (obj["kind"], f"{meta.get('namespace')}/{meta['name']}") in _ITS_OWN:
+            continue  # the API server's own stands for it (its slices are written: they are the topology's)
         try:
             stored.append(client.post(emit.collection(obj), obj))
         except ApiError as e:
-            meta = obj["metadata"]
-            own = (obj["kind"], None if obj["kind"] == "Namespace" else f"{meta.get('namespace')}/{meta['name']}")
-            if own in _ITS_OWN and e.status == 409:
+            if obj["kind"] == "Namespace" and e.status == 409:
                 continue
             raise EnvironmentProblem(f"the API server refused {_name(obj)} of topology {source}: {e.reason}") \
                 from None
@@ -55,3 +56,26 @@ def write_objects(client: Client, objects: list[dict[str, Any]], statuses: list[
 def read_back(client: Client, topo: Topology) -> dict[str, dict[str, Any]]:
     """Every object of the topology as the API server now holds it, by `Kind namespace/name`."""
     return {_name(obj): client.get(emit.path_of(obj)) for obj in emit.objects(topo)}
+
+
+NODE_KINDS = ("Namespace", "Node")  # what a kube-proxy needs before it starts (it reads its Node at start)
+
+
+def split_for_start(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(Namespaces and Nodes, the rest): the first written before kube-proxy starts, the rest after, so
+    that its last sync follows every write (what it learns on the way, such as the ServiceCIDRs, which
+    queue no sync of their own, is in that sync)."""
+    return [o for o in objects if o["kind"] in NODE_KINDS], [o for o in objects if o["kind"] not in NODE_KINDS]
+
+
+def delete_objects(client: Client, objects: list[dict[str, Any]]) -> None:
+    """Delete what `write_objects` wrote of `objects` (in reverse order; one not there is no error)."""
+    for obj in reversed(objects):
+        meta = obj["metadata"]
+        if (obj["kind"], f"{meta.get('namespace')}/{meta['name']}") in _ITS_OWN:
+            continue
+        try:
+            client.delete(emit.path_of(obj))
+        except ApiError as e:
+            if e.status != 404:
+                raise EnvironmentProblem(f"the API server refused to delete {_name(obj)}: {e.reason}") from None

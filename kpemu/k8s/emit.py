@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from kpemu.model.slicehints import Hints, controller_hints
 from kpemu.model.topology import Service, Topology
 from kpemu.model.validate import selected_pods
 
 MANAGED_BY = "kpemu"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+TOPOLOGY_MODE = "service.kubernetes.io/topology-mode"
+TOPOLOGY_AWARE_HINTS = "service.kubernetes.io/topology-aware-hints"
 BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")  # the API server makes these
 
 Object = dict[str, Any]
@@ -50,7 +54,8 @@ def namespaces(topo: Topology) -> list[Object]:
 def nodes(topo: Topology) -> list[Object]:
     return [{
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": n.name, "labels": {"kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux"}},
+        "metadata": {"name": n.name, "labels": {"kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux",
+                                                **({ZONE_LABEL: n.zone} if n.zone else {})}},
         "spec": {"podCIDR": n.podCIDR, "podCIDRs": [n.podCIDR]},
         "status": {"addresses": [{"type": "InternalIP", "address": n.ip}, {"type": "Hostname", "address": n.name}]},
     } for n in topo.nodes]
@@ -79,16 +84,27 @@ def service(s: Service) -> Object:
         spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": s.sessionAffinityTimeout}}
     if s.healthCheckNodePort is not None and s.type == "LoadBalancer" and s.externalTrafficPolicy == "Local":
         spec["healthCheckNodePort"] = s.healthCheckNodePort
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": s.name, "namespace": s.namespace},
-            "spec": spec}
+    if s.type == "LoadBalancer" and not s.allocateLoadBalancerNodePorts:
+        spec["allocateLoadBalancerNodePorts"] = False
+    if s.trafficDistribution:
+        spec["trafficDistribution"] = s.trafficDistribution
+    meta: Object = {"name": s.name, "namespace": s.namespace}
+    if s.labels:
+        meta["labels"] = dict(s.labels)
+    notes = {k: v for k, v in ((TOPOLOGY_MODE, s.topologyMode), (TOPOLOGY_AWARE_HINTS, s.topologyAwareHints)) if v}
+    if notes:
+        meta["annotations"] = notes
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec}
 
 
 def load_balancer_status(s: Service) -> Object | None:
     """The status a load-balancer controller would write (through /status), or None when there is none."""
-    if not s.loadBalancerIPs:
+    if not s.loadBalancerIPs and not s.loadBalancerProxyIPs:
         return None
+    ingress = [{"ip": ip, "ipMode": "VIP"} for ip in s.loadBalancerIPs]
+    ingress += [{"ip": ip, "ipMode": "Proxy"} for ip in s.loadBalancerProxyIPs]
     return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": s.name, "namespace": s.namespace},
-            "status": {"loadBalancer": {"ingress": [{"ip": ip} for ip in s.loadBalancerIPs]}}}
+            "status": {"loadBalancer": {"ingress": ingress}}}
 
 
 def _endpoints(topo: Topology, s: Service) -> list[tuple[int | None, Object]]:
@@ -101,14 +117,35 @@ def _endpoints(topo: Topology, s: Service) -> list[tuple[int | None, Object]]:
                 "terminating": e.terminating}}
             if e.node is not None:
                 entry["nodeName"] = e.node
-            out.append((e.port, entry))
+            hints = Hints(frozenset(e.hints.forZones), frozenset(e.hints.forNodes)) if e.hints is not None \
+                else _controller_hints(topo, s, e.node)
+            out.append((e.port, _placed(topo, entry, e.node, hints)))
         return out
     for p in selected_pods(topo, s):
-        out.append((None, {"addresses": [p.ip], "nodeName": p.node,
-                           "conditions": {"ready": p.ready and not p.terminating, "serving": p.ready,
-                                          "terminating": p.terminating},
-                           "targetRef": {"kind": "Pod", "namespace": p.namespace, "name": p.name}}))
+        entry = {"addresses": [p.ip], "nodeName": p.node,
+                 "conditions": {"ready": p.ready and not p.terminating, "serving": p.ready,
+                                "terminating": p.terminating},
+                 "targetRef": {"kind": "Pod", "namespace": p.namespace, "name": p.name}}
+        out.append((None, _placed(topo, entry, p.node, _controller_hints(topo, s, p.node))))
     return out
+
+
+def _zone(topo: Topology, node: str | None) -> str | None:
+    return next((n.zone for n in topo.nodes if n.name == node), None)
+
+
+def _controller_hints(topo: Topology, s: Service, node: str | None) -> Hints:
+    return controller_hints(s.trafficDistribution, topo.kubeProxy.minor, _zone(topo, node), node)
+
+
+def _placed(topo: Topology, entry: Object, node: str | None, hints: Hints) -> Object:
+    """An endpoint entry with its node's zone and its hints, as the EndpointSlice controller writes them."""
+    if (zone := _zone(topo, node)) is not None:
+        entry["zone"] = zone
+    if hints.zones or hints.nodes:
+        entry["hints"] = {**({"forZones": [{"name": z} for z in sorted(hints.zones)]} if hints.zones else {}),
+                          **({"forNodes": [{"name": n} for n in sorted(hints.nodes)]} if hints.nodes else {})}
+    return entry
 
 
 def endpoint_slices(topo: Topology, s: Service) -> list[Object]:

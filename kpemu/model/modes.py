@@ -34,6 +34,8 @@ class ModeFacts:
     # the KubeProxyNFTablesLocalhostNodePorts gate serves loopback nodePortAddresses from a userspace proxy
     localhost_nodeport_proxy: bool = False
     chain_names: str = r"KUBE-[A-Z0-9-]+"  # (a regex) what kube-proxy's chains are called in this mode
+    # (gate, minor): the feature gate the real kube-proxy needs on for this mode before release 1.<minor>
+    gated_until: tuple[str, int] | None = None
 
     def names_a_chain(self, word: str) -> bool:
         """Whether `word` (a `died: by:`) is the name of one of this mode's kube-proxy chains (or maps)."""
@@ -50,5 +52,6 @@ MODE_FACTS: dict[str, ModeFacts] = {f.name: f for f in (
     ModeFacts("nftables", "nftables", OLDEST_NFT_MINOR, NEWEST_NFT_MINOR,
               f"nftables mode exists from kube-proxy 1.29 (alpha); kpemu models 1.{OLDEST_NFT_MINOR} to "
               f"1.{NEWEST_NFT_MINOR}", config_section="nftables", nft_comments_cut_from=37,
-              localhost_nodeport_proxy=True, chain_names=r"[a-z][a-z0-9]*(?:-[a-z0-9/_.]+)+"),
+              localhost_nodeport_proxy=True, chain_names=r"[a-z][a-z0-9]*(?:-[a-z0-9/_.]+)+",
+              gated_until=("NFTablesProxyMode", 31)),  # alpha 1.29-1.30, beta (on) from 1.31
 )}

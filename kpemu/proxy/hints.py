@@ -19,19 +19,10 @@ otherwise every endpoint (the fallback kube-proxy logs and applies).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-SAME_ZONE = "PreferSameZone"
-SAME_NODE = "PreferSameNode"
+from kpemu.model.slicehints import SAME_NODE, SAME_ZONE, Hints, controller_hints
 
-
-@dataclass(frozen=True)
-class Hints:
-    """One endpoint's hints as kube-proxy keeps them (node hints dropped where its release ignores them)."""
-
-    zones: frozenset[str] = frozenset()
-    nodes: frozenset[str] = frozenset()
-
+__all__ = ["SAME_NODE", "SAME_ZONE", "Hints", "controller_hints"]
 
 def node_hints_read(minor: int) -> bool:
     """Whether kube-proxy 1.`minor` keeps an endpoint's forNodes hints (PreferSameTrafficDistribution on)."""
@@ -69,15 +60,3 @@ def available(h: Hints, prefer: str, node: str, zone: str | None) -> bool:
     return True
 
 
-def controller_hints(distribution: str | None, minor: int, zone: str | None, node: str | None) -> Hints:
-    """The hints the EndpointSlice controller of release 1.`minor` writes for an endpoint in `zone` on
-    `node` under spec.trafficDistribution (trafficdist.go): PreferClose, and PreferSameZone (1.34+), the
-    endpoint's own zone; PreferSameNode (1.34+) its node and zone; none before 1.31 (the gate was
-    alpha in 1.30), for an endpoint without a zone, or for another value."""
-    if minor < 31 or not zone:
-        return Hints()
-    if distribution == "PreferClose" or (distribution == SAME_ZONE and minor >= 34):
-        return Hints(frozenset({zone}))
-    if distribution == SAME_NODE and minor >= 34 and node:
-        return Hints(frozenset({zone}), frozenset({node}))
-    return Hints()

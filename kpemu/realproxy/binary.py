@@ -49,6 +49,11 @@ def resolve(topo: Topology, say: Callable[[str], None]) -> Binary:
     if want is not None and is_path(want):
         return own_build(Path(want))
     release = parse_release(want, "kubeProxy.upstream") if want is not None else _newest_of_minor(topo, say)
+    return of_release(release, say)
+
+
+def of_release(release: Release, say: Callable[[str], None]) -> Binary:
+    """kube-proxy of `release` from the cache, built from source first when it is not there (saying so)."""
     check_buildable(release)
     built, now = build.build_program(release, "kube-proxy", say) if _cached(release) else _built_now(release, say)
     if now:

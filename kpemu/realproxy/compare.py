@@ -45,8 +45,33 @@ def _iptables(item: Readback, text: str) -> list[tuple[str, str, str]]:
         elif m := _KUBE_CHAIN.match(line):
             chains.setdefault(table, set()).add(m[1])
     exp, got = owned_lines(item.expected, chains), owned_lines(text, chains)
-    return [(f"iptables-save -t {t}", "\n".join(exp.get(t, [])), "\n".join(got.get(t, [])))
-            for t in sorted(set(exp) | set(got))]
+    return [(f"iptables-save -t {t}", "\n".join(by_service(t, exp.get(t, []))),
+             "\n".join(by_service(t, got.get(t, [])))) for t in sorted(set(exp) | set(got))]
+
+
+# The chains kube-proxy fills walking its service ports in Go map order: their rules are compared sorted
+# by service port, each one's rules in their order (as upstream's sortIPTablesRules, proxier_test.go, sorts
+# by service).
+_BY_SERVICE = {("filter", "KUBE-NODEPORTS"), ("nat", "KUBE-NODEPORTS"), ("filter", "KUBE-SERVICES"),
+               ("nat", "KUBE-SERVICES"), ("filter", "KUBE-EXTERNAL-SERVICES"), ("filter", "KUBE-PROXY-FIREWALL")}
+_COMMENT = re.compile(r'--comment (?:"([^"]*)"|(\S+))')
+
+
+def by_service(table: str, lines: list[str]) -> list[str]:
+    """`lines` (one table's) with the rules of each _BY_SERVICE chain sorted by the service their comment
+    names (stable; a rule without one, and nat KUBE-SERVICES' "must be the last rule", keep their place)."""
+    out = list(lines)
+    for chain in {c for t, c in _BY_SERVICE if t == table}:
+        slots = []
+        for i, line in enumerate(out):
+            m = _COMMENT.search(line) if line.startswith(f"-A {chain} ") else None
+            if m and "must be the last rule" not in line:
+                slots.append((i, (m[1] or m[2]).split(" ", 1)[0]))  # the service port: its ports' order is a map's too
+        ordered = sorted(slots, key=lambda s: s[1])
+        moved = [out[i] for i, _ in ordered]
+        for (i, _), line in zip(slots, moved, strict=True):
+            out[i] = line
+    return out
 
 
 def nft_objects(listing: str) -> dict[str, str]:

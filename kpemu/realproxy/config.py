@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from kpemu.model.modes import MODE_FACTS
 from kpemu.model.topology import Service, Topology
 
 API_VERSION = "kubeproxy.config.k8s.io/v1alpha1"  # read by every release kpemu builds (1.29-1.37)
@@ -45,6 +46,9 @@ def kube_proxy_configuration(topo: Topology, node: str, kubeconfig: str) -> dict
         "conntrack": {"maxPerCore": 0, "min": 0, "tcpBeLiberal": kp.tcpBeLiberal},
     }
     gates = {name: True for name, on in kp.featureGates.model_dump().items() if on}  # a gate off is the default
+    gated = MODE_FACTS[kp.mode].gated_until
+    if gated is not None and kp.minor < gated[1]:
+        gates[gated[0]] = True
     if gates:
         config["featureGates"] = gates
     return config
@@ -66,6 +70,14 @@ def apiserver_service(service_cidr: str) -> Service:
     return Service.model_validate({"name": APISERVER_SERVICE[1], "namespace": APISERVER_SERVICE[0],
                                    "clusterIP": first, "endpoints": [],
                                    "ports": [{"name": "https", "port": 443, "targetPort": 6443}]})
+
+
+def as_probed(topo: Topology) -> Topology:
+    """The topology with what kube-proxy finds out on the node itself left to it: --random-fully (what
+    the node's iptables supports) and nfacct counters (whether the kernel makes them), as the real one
+    decides them; a topology's own choice describes a node of its own, not this one."""
+    kp = topo.kubeProxy.model_copy(update={"randomFully": None, "nfacct": None})
+    return topo.model_copy(update={"kubeProxy": kp})
 
 
 def with_apiserver_service(topo: Topology, service_cidr: str) -> Topology:

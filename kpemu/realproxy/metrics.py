@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 LAST = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
 QUEUED = "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds"
-_SAMPLE = re.compile(r'^(\w+)\{[^}]*ip_family="(\w+)"[^}]*\}\s+(\S+)$')
+# `name{ip_family="IPv4"} value`; 1.29 has plain gauges (no label), which its two proxiers share
+_SAMPLE = re.compile(r'^(\w+)(?:\{(?:[^}]*ip_family="(\w+)")?[^}]*\})?\s+(\S+)$')
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,17 @@ def syncs(text: str) -> dict[str, Sync]:
         m = _SAMPLE.match(line.strip())
         if m and m[1] in (LAST, QUEUED):
             try:
-                seen.setdefault(m[2], {})[m[1]] = float(m[3])
+                seen.setdefault(m[2] or UNLABELLED, {})[m[1]] = float(m[3])
             except ValueError:
                 continue
     return {f: Sync(f, v.get(LAST, 0.0), v.get(QUEUED, 0.0)) for f, v in sorted(seen.items())}
 
 
+UNLABELLED = ""  # the family of gauges without an ip_family label (a release that had none)
+
+
 def synced(text: str, family: str = "IPv4") -> Sync | None:
-    """The family's Sync when it is done, else None."""
-    s = syncs(text).get(family)
+    """The family's Sync when it is done (a release without the label: its only one), else None."""
+    found = syncs(text)
+    s = found.get(family, found.get(UNLABELLED))
     return s if s is not None and s.done else None

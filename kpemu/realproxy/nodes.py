@@ -22,6 +22,9 @@ from kpemu.realproxy.config import METRICS_PORT, RELAY_PORT
 from kpemu.realproxy.relay import Relay, get_in
 
 SYNC_LIMIT = 120.0  # seconds from start to every node's first sync; seconds on an idle host
+# A sync counts once it stays the last for this long: the watch events of the last writes may reach
+# kube-proxy a moment after the writes return (milliseconds on an idle host).
+STABLE = 0.5
 
 
 @dataclass
@@ -68,28 +71,38 @@ def start(binary: str, configs: dict[str, dict[str, Any]], nodes: dict[str, str]
     return started
 
 
-def wait_synced(real: list[RealNode], say: Callable[[str], None], limit: float = SYNC_LIMIT) -> None:
-    """Until every node's kube-proxy says (its metrics) that it wrote its IPv4 rules with nothing pending;
-    EnvironmentProblem with the end of its log when one exits or the limit passes."""
+def wait_synced(real: list[RealNode], say: Callable[[str], None], after: float = 0.0,
+                limit: float = SYNC_LIMIT) -> None:
+    """Until every node's kube-proxy says (its metrics) that it wrote its IPv4 rules at or after `after`
+    (the wall-clock time of the last API write) with nothing pending; EnvironmentProblem with the end of
+    its log when one exits or the limit passes."""
     deadline = time.monotonic() + limit
     waiting = list(real)
+    seen: dict[str, tuple[metrics.Sync, float]] = {}  # node -> a done sync, and when it was first seen
     while waiting:
         for r in list(waiting):
             if not r.proc.running():
                 raise EnvironmentProblem(f"kube-proxy of {r.node} exited (code {r.proc.popen.returncode}) before "
-                                         f"its first sync; the end of {r.proc.log}:\n    {r.proc.log_tail()}")
+                                         f"its sync: {r.proc.log_tail(1)}; the end of {r.proc.log}:\n    "
+                                         f"{r.proc.log_tail()}")
             try:
                 done = metrics.synced(r.metrics_text())
             except OSError:
                 done = None  # not listening yet
-            if done is not None:
+            if done is None or done.last < after:
+                continue
+            before = seen.setdefault(r.node, (done, time.monotonic()))
+            if before[0] != done:  # it synced again: a watch event arrived after the writes returned
+                seen[r.node] = (done, time.monotonic())
+            elif time.monotonic() - before[1] >= STABLE:
                 r.synced_in = time.monotonic() - r.started
                 r.sync = metrics.syncs(r.metrics_text())
                 waiting.remove(r)
                 say(f"kube-proxy of {r.node}: synced {r.synced_in:.1f}s after its start")
         if waiting and time.monotonic() > deadline:
             r = waiting[0]
-            raise EnvironmentProblem(f"kube-proxy of {r.node} had not synced {limit:.0f}s after its start; the end "
+            raise EnvironmentProblem(f"kube-proxy of {r.node} had not synced {limit:.0f}s after its start: "
+                                     f"{r.proc.log_tail(1)}; the end "
                                      f"of {r.proc.log}:\n    {r.proc.log_tail()}")
         if waiting:
             time.sleep(0.1)  # the poll interval: the metrics end the wait

@@ -14,6 +14,7 @@ from kpemu.errors import InputError
 from kpemu.k8s import emit
 from kpemu.kernel.runowner import alive, token_of
 from kpemu.model.topology import Topology
+from tests.helpers import ROOT
 
 TOPO = Topology.model_validate({
     "name": "cp", "serviceCIDR": "10.96.0.0/16",
@@ -65,7 +66,29 @@ def test_a_load_balancer_service_keeps_its_ips_ports_and_policies() -> None:
     }
     assert emit.statuses(TOPO) == [{
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
-        "status": {"loadBalancer": {"ingress": [{"ip": "192.168.1.240"}]}}}]
+        "status": {"loadBalancer": {"ingress": [{"ip": "192.168.1.240", "ipMode": "VIP"}]}}}]
+
+
+def test_what_kube_proxy_filters_on_is_written_too() -> None:
+    """Labels (service-proxy-name), allocateLoadBalancerNodePorts, trafficDistribution and the hints the
+    EndpointSlice controller would write, each endpoint's zone, an ipMode Proxy ingress."""
+    from kpemu.inputs.scenario import load_scenario
+
+    hinted = load_scenario(ROOT / "scenarios" / "topology-hints.yaml").topology
+    svc = next(s for s in hinted.services if s.trafficDistribution)
+    slices = emit.endpoint_slices(hinted, svc)
+    assert emit.service(svc)["spec"]["trafficDistribution"] == svc.trafficDistribution
+    assert all(e["zone"] and e["hints"]["forZones"] == [{"name": e["zone"]}] for sl in slices for e in sl["endpoints"])
+    assert {"topology.kubernetes.io/zone"} <= set(emit.nodes(hinted)[0]["metadata"]["labels"])
+    named = load_scenario(ROOT / "scenarios" / "service-proxy-name.yaml").topology
+    labelled = next(s for s in named.services if s.labels)
+    assert emit.service(labelled)["metadata"]["labels"] == labelled.labels
+    lb = load_scenario(ROOT / "scenarios" / "lb-no-nodeports.yaml").topology
+    assert any(emit.service(s)["spec"].get("allocateLoadBalancerNodePorts") is False for s in lb.services)
+    proxied = load_scenario(ROOT / "scenarios" / "lb-ipmode-proxy.yaml").topology
+    ingress = [i for s in proxied.services if (st := emit.load_balancer_status(s)) for i in
+               st["status"]["loadBalancer"]["ingress"]]
+    assert {"ipMode": "Proxy"}.items() <= next(i for i in ingress if i["ipMode"] == "Proxy").items()
 
 
 def test_a_cluster_ip_service_has_no_external_policy_and_keeps_its_affinity() -> None:

@@ -40,10 +40,14 @@ FORBIDDEN = {
     # Upstream binaries are built without the kernel; the control plane runs them on the host.
     "upstream": KERNEL_SIDE | READERS | {"controlplane", "analyse", "report"},
     "controlplane": {"runtimes", "pipeline", "cli", "inputs"},
+    # The real kube-proxy in a lab: the executor's half (jobs.execute runs kpemu.realproxy.lab)
+    "realproxy": {"runtimes", "pipeline", "cli", "inputs", "conformance"},
+    "conformance": {"runtimes", "pipeline", "cli"},
 }
 # What the CLI may import: the pipeline, the runtimes, the pure packages and the light root modules.
 CLI_MAY_IMPORT = {"cli", "pipeline", "runtimes", "model", "plan", "cni", "proxy", "analyse", "report", "dumps",
                   "k8s", "inputs", "faults", "examples", "errors", "system", "readiness", "upstream", "matrix",
+                  "conformance",
                   "__version__"}  # kpemu's own version (`from kpemu import __version__`)
 
 

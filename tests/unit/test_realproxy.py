@@ -148,3 +148,32 @@ def test_kubelets_rules_are_what_a_node_holds_before_kube_proxy_starts() -> None
         '-A KUBE-FIREWALL -m comment --comment "kubernetes firewall for dropping marked packets" -m mark --mark '
         "0x00008000/0x00008000 -j DROP\n-I INPUT 1 -j KUBE-FIREWALL\n-I OUTPUT 1 -j KUBE-FIREWALL\nCOMMIT\n"
         "*nat\n:KUBE-MARK-DROP - [0:0]\n-A KUBE-MARK-DROP -j MARK --set-xmark 0x00008000/0x00008000\nCOMMIT\n")
+
+
+def test_a_release_without_the_family_label_syncs_by_its_plain_gauges() -> None:
+    text = ("kubeproxy_sync_proxy_rules_last_timestamp_seconds 1.7647596e+09\n"
+            "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds 1.7647590e+09\n")
+    assert metrics.synced(text) == metrics.Sync("", 1.7647596e9, 1.7647590e9)
+
+
+def test_rules_written_in_map_order_are_compared_by_service_port() -> None:
+    from kpemu.realproxy.compare import by_service
+
+    lines = ['-A KUBE-SERVICES -d 10.96.0.10/32 -p udp -m comment --comment "kube-system/kube-dns:dns cluster IP" -j A',
+             '-A KUBE-SERVICES -d 10.96.0.9/32 -p tcp -m comment --comment "default/web:http cluster IP" -j B',
+             '-A KUBE-SVC-X -m comment --comment "zz/last" -j C',
+             '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule '
+             'in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS']
+    assert by_service("nat", lines) == [lines[1], lines[0], lines[2], lines[3]]
+    assert by_service("mangle", lines) == lines
+
+
+def test_a_known_difference_is_named_with_its_reason_and_others_are_not() -> None:
+    from kpemu.realproxy.compare import Difference
+    from kpemu.realproxy.known import known_reason
+
+    iif = Difference("node1", "nft list table ip kube-proxy: chain service-X {",
+                     ("--- model", "+++ real", "@@ -1 +1 @@", '-ip daddr 10.96.0.11 iifname != "cni0" jump m',
+                      '+ip daddr 10.96.0.11 iif != "cni0" jump m'))
+    assert "1.35.0 has `iifname`" in (known_reason(iif, "nftables", 29) or "")
+    assert known_reason(iif, "nftables", 35) is None and known_reason(iif, "iptables", 29) is None
