@@ -48,8 +48,18 @@ def resolve(topo: Topology, say: Callable[[str], None]) -> Binary:
     want = topo.kubeProxy.upstream
     if want is not None and is_path(want):
         return own_build(Path(want))
-    release = parse_release(want, "kubeProxy.upstream") if want is not None else _newest_of_minor(topo, say)
-    return of_release(release, say)
+    if want is not None:
+        return of_release(parse_release(want, "kubeProxy.upstream"), say)
+    candidates = _newest_of_minor(topo, say)
+    for i, release in enumerate(candidates):
+        try:
+            return of_release(release, say)
+        except EnvironmentProblem as e:  # a patch whose modules the proxy does not fully serve (1.33.6)
+            if i + 1 == min(len(candidates), PATCH_TRIES):
+                raise
+            say(f"kube-proxy {release} does not build here ({str(e).splitlines()[0][:160]}); trying "
+                f"{candidates[i + 1]}")
+    raise AssertionError("unreachable: _newest_of_minor returns at least one release")
 
 
 def of_release(release: Release, say: Callable[[str], None]) -> Binary:
@@ -71,18 +81,23 @@ def _built_now(release: Release, say: Callable[[str], None]) -> tuple[store.Buil
     return build.build_program(release, "kube-proxy", say)
 
 
-def _newest_of_minor(topo: Topology, say: Callable[[str], None]) -> Release:
+PATCH_TRIES = 3  # patches of a minor tried, newest first, when one does not build
+
+
+def _newest_of_minor(topo: Topology, say: Callable[[str], None]) -> list[Release]:
+    """The releases to try for kubeProxy.version: the newest patch in the cache, else the patches the
+    module proxy serves, newest first."""
     minor = topo.kubeProxy.minor
     cached = [parse_release(b.release) for b in store.all_built() if b.program == "kube-proxy"]
     mine = sorted(r for r in cached if r.minor == minor)
     if mine:
-        return mine[-1]
+        return [mine[-1]]
     say(f"no kube-proxy 1.{minor} in the cache: asking the module proxy for its newest patch")
-    served = sorted(r for r in build.served() if r.minor == minor)
+    served = sorted((r for r in build.served() if r.minor == minor), reverse=True)
     if not served:
         raise InputError(f"{topo.name}: kubeProxy.version 1.{minor}: the module proxy serves no release of it; give "
                          "kubeProxy.upstream a release (`kpemu upstream list`)")
-    return served[-1]
+    return served
 
 
 def own_build(path: Path) -> Binary:
