@@ -12,7 +12,6 @@ kube-proxy per node syncs, the kernel is read back, and the lab is removed.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,12 +96,11 @@ def run_cell(topo: Topology, binary: Binary, control: dict[str, Path], cidr: str
     _, rest = split_for_start(list(spec.objects))
     deploy(job)
     try:
+        write_objects(cp.client, rest, list(spec.statuses), topo.name)  # before kube-proxy starts, as a run does
         real = nodes.start(binary.path, spec.configs, job.nodes, kubeconfig(str(cp.client.ca), cp.client.token),
                            ("127.0.0.1", cp.ports.apiserver), scratch_dir(LAB) / "kube-proxy")
         try:
-            written = time.time()
-            write_objects(cp.client, rest, list(spec.statuses), topo.name)
-            nodes.wait_synced(real, say, after=written)
+            nodes.wait_synced(real, say)
             ns_of = job.nodes
             found = differences(job.readback, lambda node, kind: snapshot.rules_text(ns_of[node], kind, job.backend))
         finally:

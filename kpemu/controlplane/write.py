@@ -62,9 +62,8 @@ NODE_KINDS = ("Namespace", "Node")  # what a kube-proxy needs before it starts (
 
 
 def split_for_start(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(Namespaces and Nodes, the rest): the first written before kube-proxy starts, the rest after, so
-    that its last sync follows every write (what it learns on the way, such as the ServiceCIDRs, which
-    queue no sync of their own, is in that sync)."""
+    """(Namespaces and Nodes, the rest): a control plane kept for several runs keeps the first and
+    writes and deletes the rest per run (kpemu.conformance)."""
     return [o for o in objects if o["kind"] in NODE_KINDS], [o for o in objects if o["kind"] not in NODE_KINDS]
 
 

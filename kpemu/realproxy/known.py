@@ -21,6 +21,12 @@ class Known:
 
 
 KNOWN: tuple[Known, ...] = (
+    Known(frozenset({"nftables"}), (29, 37), "nft list table ip kube-proxy: chain cluster-ips-check",
+          'drop comment "Drop traffic to unallocated ClusterIPs"',
+          "real kube-proxy behaviour at start: it learns the ServiceCIDRs from their own informer, and a change "
+          "of them queues no sync (OnServiceCIDRsChanged, pkg/proxy/nftables/proxier.go, 1.29-1.37); when that "
+          "informer syncs after the first sync, the rule dropping traffic to unallocated ClusterIPs is missing "
+          "until kube-proxy's next sync, where kpemu's model shows it"),
     Known(frozenset({"nftables"}), (29, 34), "nft list table ip kube-proxy", 'iif != "',
           "kube-proxy's nftables local-traffic detector matched detectLocalMode BridgeInterface and "
           "InterfaceNamePrefix with `iif` (the interface's index) until upstream made it `iifname`: 1.35.0 has "

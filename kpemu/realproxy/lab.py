@@ -17,7 +17,7 @@ from typing import Any
 
 from kpemu.controlplane import flags
 from kpemu.controlplane.plane import start_with_ranges
-from kpemu.controlplane.write import split_for_start, write_objects
+from kpemu.controlplane.write import write_objects
 from kpemu.jobs.schema import RealKubeProxy
 from kpemu.realproxy import nodes
 from kpemu.realproxy.config import kubeconfig
@@ -37,15 +37,13 @@ def running(lab: str, spec: RealKubeProxy, namespaces: dict[str, str], say: Call
                            {"etcd": Path(spec.etcd), "kube-apiserver": Path(spec.apiserver)}, say)
     try:
         report["controlPlaneSeconds"] = round(cp.seconds_to_ready, 2)
-        first, rest = split_for_start(list(spec.objects))
-        write_objects(cp.client, first, [], lab)
+        # every object before kube-proxy starts: its first sync follows the full lists of its informers
+        write_objects(cp.client, list(spec.objects), list(spec.statuses), lab)
         say(f"kube-proxy {spec.version}: starting one in each of {len(namespaces)} node namespaces")
         real = nodes.start(spec.binary, spec.configs, namespaces, kubeconfig(str(cp.client.ca), cp.client.token),
                            (flags.HOST, cp.ports.apiserver), scratch_dir(lab) / "kube-proxy")
         try:
-            written = time.time()
-            write_objects(cp.client, rest, list(spec.statuses), lab)
-            nodes.wait_synced(real, say, after=written)
+            nodes.wait_synced(real, say)
             report["syncSeconds"] = {r.node: round(r.synced_in or 0.0, 2) for r in real}
             report["readySeconds"] = round(time.monotonic() - t0, 2)
             yield

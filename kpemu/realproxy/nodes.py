@@ -22,8 +22,8 @@ from kpemu.realproxy.config import METRICS_PORT, RELAY_PORT
 from kpemu.realproxy.relay import Relay, get_in
 
 SYNC_LIMIT = 120.0  # seconds from start to every node's first sync; seconds on an idle host
-# A sync counts once it stays the last for this long: the watch events of the last writes may reach
-# kube-proxy a moment after the writes return (milliseconds on an idle host).
+# A sync counts once it stays the last for this long: its informers' events may still queue another one
+# a moment after the first (milliseconds on an idle host).
 STABLE = 0.5
 
 
@@ -71,11 +71,10 @@ def start(binary: str, configs: dict[str, dict[str, Any]], nodes: dict[str, str]
     return started
 
 
-def wait_synced(real: list[RealNode], say: Callable[[str], None], after: float = 0.0,
-                limit: float = SYNC_LIMIT) -> None:
-    """Until every node's kube-proxy says (its metrics) that it wrote its IPv4 rules at or after `after`
-    (the wall-clock time of the last API write) with nothing pending; EnvironmentProblem with the end of
-    its log when one exits or the limit passes."""
+def wait_synced(real: list[RealNode], say: Callable[[str], None], limit: float = SYNC_LIMIT) -> None:
+    """Until every node's kube-proxy says (its metrics) that it wrote its IPv4 rules with nothing pending,
+    and that stays so for STABLE seconds; EnvironmentProblem with the end of its log when one exits or the
+    limit passes."""
     deadline = time.monotonic() + limit
     waiting = list(real)
     seen: dict[str, tuple[metrics.Sync, float]] = {}  # node -> a done sync, and when it was first seen
@@ -89,10 +88,10 @@ def wait_synced(real: list[RealNode], say: Callable[[str], None], after: float =
                 done = metrics.synced(r.metrics_text())
             except OSError:
                 done = None  # not listening yet
-            if done is None or done.last < after:
+            if done is None:
                 continue
             before = seen.setdefault(r.node, (done, time.monotonic()))
-            if before[0] != done:  # it synced again: a watch event arrived after the writes returned
+            if before[0] != done:  # it synced again: an event of its informers queued one
                 seen[r.node] = (done, time.monotonic())
             elif time.monotonic() - before[1] >= STABLE:
                 r.synced_in = time.monotonic() - r.started

@@ -177,3 +177,4 @@ def test_a_known_difference_is_named_with_its_reason_and_others_are_not() -> Non
                       '+ip daddr 10.96.0.11 iif != "cni0" jump m'))
     assert "1.35.0 has `iifname`" in (known_reason(iif, "nftables", 29) or "")
     assert known_reason(iif, "nftables", 35) is None and known_reason(iif, "iptables", 29) is None
+
